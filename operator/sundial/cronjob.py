@@ -1,0 +1,157 @@
+"""The kubernetes backend's desired state: a ScheduledJob as a batch/v1 CronJob. Pure."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from sundial.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "sundial"
+SCHEDULEDJOB_LABEL = f"{GROUP}/scheduledjob"
+SPEC_HASH_ANNOTATION = f"{GROUP}/spec-hash"
+# Set by the CronJob controller on every Job it creates (GA in Kubernetes 1.32).
+SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+DEFAULT_TTL_SECONDS_AFTER_FINISHED = 300
+CONTAINER_NAME = "job"
+
+
+def cronjob_name(scheduledjob_name: str) -> str:
+    """The CronJob keeps the ScheduledJob's name, so `kubectl create job --from=cronjob/<n>`
+    works with the name people already know. The CRD caps names at 52 characters."""
+    return scheduledjob_name
+
+
+def owner_reference(sj: ScheduledJob) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": sj.metadata.name,
+        "uid": sj.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _labels(sj: ScheduledJob) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, SCHEDULEDJOB_LABEL: sj.metadata.name}
+
+
+def _shorthand_job_template(job: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
+    env = list(job.env or [])
+    if job.cron_job is not None:
+        env += [{"name": "MODE", "value": "cron"}, {"name": "CRON_JOB", "value": job.cron_job}]
+    container: dict[str, Any] = {"name": CONTAINER_NAME, "image": job.image}
+    container_fields: tuple[tuple[str, Any], ...] = (
+        ("command", job.command),
+        ("args", job.args),
+        ("env", env or None),
+        ("envFrom", job.env_from),
+        ("resources", job.resources),
+    )
+    for key, value in container_fields:
+        if value is not None:
+            container[key] = value
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    pod_fields: tuple[tuple[str, Any], ...] = (
+        ("serviceAccountName", job.service_account_name),
+        ("nodeSelector", job.node_selector),
+        ("tolerations", job.tolerations),
+    )
+    for key, value in pod_fields:
+        if value is not None:
+            pod_spec[key] = value
+    job_spec: dict[str, Any] = {
+        "ttlSecondsAfterFinished": (
+            job.ttl_seconds_after_finished
+            if job.ttl_seconds_after_finished is not None
+            else DEFAULT_TTL_SECONDS_AFTER_FINISHED
+        ),
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+    }
+    if job.parallelism is not None:
+        job_spec["parallelism"] = job.parallelism
+    return {"metadata": {"labels": dict(labels)}, "spec": job_spec}
+
+
+def _full_job_template(template: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    rendered = copy.deepcopy(template)
+    metadata = rendered.setdefault("metadata", {})
+    # Our label on every Job lets the operator find a ScheduledJob's runs with one watch.
+    metadata["labels"] = {**metadata.get("labels", {}), **labels}
+    return rendered
+
+
+def job_template(sj: ScheduledJob) -> dict[str, Any]:
+    job = sj.spec.job
+    if job is None:
+        raise ValueError("backend kubernetes needs spec.job")
+    labels = _labels(sj)
+    if job.template is not None:
+        return _full_job_template(job.template, labels)
+    return _shorthand_job_template(job, labels)
+
+
+def spec_hash(manifest: dict[str, Any]) -> str:
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cronjob_manifest(sj: ScheduledJob) -> dict[str, Any]:
+    """The whole CronJob Sundial wants for this ScheduledJob (no defaults the server adds)."""
+    spec = sj.spec
+    if spec.schedule is None:
+        raise ValueError("backend kubernetes needs spec.schedule")
+    cronjob_spec: dict[str, Any] = {
+        "schedule": " ".join(spec.schedule.split()),
+        # Always explicit: an unset timeZone means the controller-manager's local zone.
+        "timeZone": spec.time_zone,
+        "concurrencyPolicy": spec.concurrency_policy,
+        "suspend": spec.suspend,
+        "successfulJobsHistoryLimit": spec.successful_runs_history_limit,
+        "failedJobsHistoryLimit": spec.failed_runs_history_limit,
+        "jobTemplate": job_template(sj),
+    }
+    if spec.starting_deadline_seconds is not None:
+        cronjob_spec["startingDeadlineSeconds"] = spec.starting_deadline_seconds
+    body: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": cronjob_name(sj.metadata.name),
+            "namespace": sj.metadata.namespace,
+            "labels": _labels(sj),
+            "ownerReferences": [owner_reference(sj)],
+        },
+        "spec": cronjob_spec,
+    }
+    body["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: spec_hash(body)}
+    return body
+
+
+def is_subset(wanted: Any, live: Any) -> bool:
+    """True when every value in `wanted` is present and equal in `live` (lists by position)."""
+    if isinstance(wanted, dict):
+        return isinstance(live, dict) and all(
+            key in live and is_subset(value, live[key]) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(live, list)
+            and len(wanted) == len(live)
+            and all(is_subset(w, v) for w, v in zip(wanted, live, strict=True))
+        )
+    return bool(wanted == live)
+
+
+def metadata_in_step(desired: dict[str, Any], live: dict[str, Any]) -> bool:
+    wanted = {k: desired["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}
+    return is_subset(wanted, live.get("metadata", {}))
+
+
+def spec_in_step(desired: dict[str, Any], live: dict[str, Any]) -> bool:
+    return is_subset(desired["spec"], live.get("spec", {}))

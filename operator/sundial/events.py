@@ -1,0 +1,95 @@
+"""Kubernetes Events about ScheduledJobs, aggregated so a repeating problem is one Event
+with a growing count (as kubectl describe shows it), not a storm."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from sundial.kube import KubeClient
+from sundial.models import GROUP, KIND, VERSION, ScheduledJob
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+COMPONENT = "sundial"
+# Re-posting the same Event within this window only raises its count.
+AGGREGATION_WINDOW = timedelta(minutes=10)
+# ...and the count is written at most this often, so a hot problem is not a hot write.
+MIN_PATCH_INTERVAL = timedelta(seconds=60)
+
+
+@dataclass
+class _Posted:
+    name: str
+    count: int
+    written_count: int
+    first: datetime
+    last_written: datetime
+
+
+class EventRecorder:
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+        self._posted: dict[tuple[str, ...], _Posted] = {}
+        self._instance = socket.gethostname()
+
+    async def record(
+        self,
+        sj: ScheduledJob,
+        type_: EventType,
+        reason: str,
+        message: str,
+        *,
+        now: datetime | None = None,
+        aggregate_key: str | None = None,
+    ) -> None:
+        """Post an Event; failures are logged, never raised (an Event is not worth a retry)."""
+        now = now or datetime.now(UTC)
+        meta = sj.metadata
+        key = (meta.namespace, meta.name, meta.uid, type_, reason, aggregate_key or message)
+        posted = self._posted.get(key)
+        try:
+            if posted is not None and now - posted.first < AGGREGATION_WINDOW:
+                posted.count += 1
+                if now - posted.last_written >= MIN_PATCH_INTERVAL:
+                    await self._kube.patch_event(meta.namespace, posted.name, posted.count, now)
+                    posted.written_count, posted.last_written = posted.count, now
+                return
+            digest = hashlib.sha256(repr((key, now)).encode()).hexdigest()[:10]
+            name = f"{meta.name}.{digest}"
+            await self._kube.create_event(
+                meta.namespace,
+                {
+                    "metadata": {"name": name, "namespace": meta.namespace},
+                    "involvedObject": {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": KIND,
+                        "name": meta.name,
+                        "namespace": meta.namespace,
+                        "uid": meta.uid,
+                    },
+                    "type": type_,
+                    "reason": reason,
+                    "message": message[:1024],
+                    "count": 1,
+                    "firstTimestamp": now.isoformat(),
+                    "lastTimestamp": now.isoformat(),
+                    "source": {"component": COMPONENT},
+                    "reportingComponent": COMPONENT,
+                    "reportingInstance": self._instance,
+                },
+            )
+            self._posted[key] = _Posted(name, 1, 1, now, now)
+        except Exception as error:
+            log.warning(
+                "could not post Event %s for %s/%s: %s", reason, meta.namespace, meta.name, error
+            )
+
+    def forget(self, namespace: str, name: str) -> None:
+        for key in [k for k in self._posted if k[0] == namespace and k[1] == name]:
+            del self._posted[key]

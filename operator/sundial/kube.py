@@ -1,0 +1,141 @@
+"""Every Kubernetes API call the operator makes (besides kopf's own watches).
+
+The official client is synchronous; each call runs in a worker thread so the event loop
+(kopf's watches, the Temporal client) never blocks. Responses are read as raw JSON, the
+same shape kopf and the CRD use, rather than the client's generated classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from sundial.models import GROUP, PLURAL, VERSION
+
+FIELD_MANAGER = "sundial"
+
+__all__ = ["ApiException", "KubeClient", "is_invalid", "is_not_found"]
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return client.ApiClient()
+        except config.ConfigException:
+            pass
+    configuration = client.Configuration()
+    config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, client_configuration=configuration
+    )
+    return client.ApiClient(configuration)
+
+
+def is_not_found(error: BaseException) -> bool:
+    return isinstance(error, ApiException) and error.status == 404
+
+
+def is_invalid(error: BaseException) -> bool:
+    """The apiserver refused the object itself: only a spec change can fix it."""
+    return isinstance(error, ApiException) and error.status in (400, 422)
+
+
+def api_error_message(error: ApiException) -> str:
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except ValueError:
+        message = None
+    return str(message or error.reason or error)
+
+
+def _json(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(response.data)
+    return data
+
+
+class KubeClient:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._batch = client.BatchV1Api(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+
+    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply: creates or updates, and drops fields Sundial no longer sets."""
+        meta = manifest["metadata"]
+        response = await asyncio.to_thread(
+            self._batch.patch_namespaced_cron_job,
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+            _preload_content=False,
+        )
+        return _json(response)
+
+    async def delete_cronjob(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self._batch.delete_namespaced_cron_job,
+                name,
+                namespace,
+                propagation_policy="Background",
+            )
+        except ApiException as error:
+            if not is_not_found(error):
+                raise
+
+    async def patch_scheduledjob_status(
+        self, namespace: str, name: str, status_patch: dict[str, Any]
+    ) -> None:
+        await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status_patch},
+            _content_type="application/merge-patch+json",
+        )
+
+    async def patch_scheduledjob_metadata(
+        self, namespace: str, name: str, metadata_patch: dict[str, Any]
+    ) -> None:
+        await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"metadata": metadata_patch},
+            _content_type="application/merge-patch+json",
+        )
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, str]:
+        response = await asyncio.to_thread(
+            self._core.read_namespaced_secret, name, namespace, _preload_content=False
+        )
+        data: dict[str, str] = _json(response).get("data") or {}
+        return data
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._core.create_namespaced_event, namespace, cast(Any, body))
+
+    async def patch_event(
+        self, namespace: str, name: str, count: int, last_timestamp: datetime
+    ) -> None:
+        await asyncio.to_thread(
+            self._core.patch_namespaced_event,
+            name,
+            namespace,
+            {"count": count, "lastTimestamp": last_timestamp.isoformat()},
+        )

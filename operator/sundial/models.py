@@ -1,0 +1,445 @@
+"""The ScheduledJob API (sundial.dev/v1alpha1): the single source of truth.
+
+`make crds` generates crds/scheduledjobs.sundial.dev.yaml from these models (see crdgen.py),
+so every description, default, enum, range and CEL rule written here is what `kubectl apply`
+enforces and what `kubectl explain` shows. Rules CEL cannot express (cron syntax, time-zone
+names) are checked by the operator in schedule.py and reported in status.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+GROUP = "sundial.dev"
+VERSION = "v1alpha1"
+KIND = "ScheduledJob"
+PLURAL = "scheduledjobs"
+SINGULAR = "scheduledjob"
+SHORT_NAMES = ["sj"]
+
+# The CronJob carries the ScheduledJob's name, and the CronJob controller appends an
+# 11-character suffix to make each Job's name, which must stay within 63 characters.
+MAX_NAME_LENGTH = 52
+
+Backend = Literal["kubernetes", "temporal"]
+ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace", "BufferOne", "BufferAll", "CancelOther"]
+TEMPORAL_ONLY_POLICIES = ("BufferOne", "BufferAll", "CancelOther")
+
+# Go-style durations ("90s", "1h30m", "500ms"): the format Kubernetes users already write,
+# and one CEL's duration() can parse, so ranges are checked at apply time.
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+
+
+def _cel(rule: str, message: str, **extra: str) -> JsonValue:
+    return {"rule": rule, "message": message, **extra}
+
+
+def _preserve_unknown(description: str) -> Any:
+    """A free-form subtree the apiserver keeps as is (validated elsewhere)."""
+    return Field(
+        default=None,
+        description=description,
+        json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields are refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class IntervalSpec(ApiModel):
+    every: str = Field(
+        description="How often the job runs, as a duration such as 30s, 5m or 1h.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel("duration(self) >= duration('1s')", "interval.every must be at least 1s")
+            ]
+        },
+    )
+    offset: str | None = Field(
+        default=None,
+        description="Shifts every slot by this duration; slots are anchored at the Unix epoch.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.offset) || duration(self.offset) < duration(self.every)",
+                    "interval.offset must be shorter than interval.every",
+                )
+            ]
+        }
+    )
+
+
+class JobSpec(ApiModel):
+    """What runs on the kubernetes backend: a full template, or the shorthand fields."""
+
+    template: dict[str, Any] | None = _preserve_unknown(
+        "A full batch/v1 JobTemplateSpec (metadata and spec), copied into the CronJob. "
+        "The apiserver validates it when the operator writes the CronJob; an error appears "
+        "in the Ready condition. Mutually exclusive with the shorthand fields."
+    )
+    image: str | None = Field(
+        default=None, description="Container image of the one-shot pod (shorthand).", min_length=1
+    )
+    command: list[str] | None = Field(default=None, description="Container entrypoint.")
+    args: list[str] | None = Field(default=None, description="Arguments to the entrypoint.")
+    env: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Environment variables (core/v1 EnvVar).",
+        json_schema_extra={
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
+    )
+    env_from: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Sources of environment variables (core/v1 EnvFromSource).",
+        json_schema_extra={
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
+    )
+    resources: dict[str, Any] | None = _preserve_unknown(
+        "Compute resources (core/v1 ResourceRequirements)."
+    )
+    service_account_name: str | None = Field(
+        default=None, description="Service account the pod runs as.", max_length=253
+    )
+    node_selector: dict[str, str] | None = Field(default=None, description="Node selector.")
+    tolerations: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Tolerations (core/v1 Toleration).",
+        json_schema_extra={
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
+    )
+    parallelism: int | None = Field(default=None, ge=1, description="Pods run in parallel.")
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds a finished Job is kept before deletion (shorthand default 300).",
+    )
+    cron_job: str | None = Field(
+        default=None,
+        description=(
+            "Name of a job in the image's own registry: adds env MODE=cron and CRON_JOB=<name>, "
+            "for services whose one image carries named one-shot jobs."
+        ),
+        min_length=1,
+        max_length=253,
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "has(self.template) != has(self.image)",
+                    "set either job.template or job.image (the shorthand), not both or neither",
+                ),
+                _cel(
+                    "!has(self.template) || !(has(self.command) || has(self.args) || "
+                    "has(self.env) || has(self.envFrom) || has(self.resources) || "
+                    "has(self.serviceAccountName) || has(self.nodeSelector) || "
+                    "has(self.tolerations) || has(self.parallelism) || "
+                    "has(self.ttlSecondsAfterFinished) || has(self.cronJob))",
+                    "job.template cannot be combined with shorthand fields "
+                    "(command, args, env, ...): put them inside the template",
+                ),
+            ]
+        }
+    )
+
+
+class RetryPolicy(ApiModel):
+    initial_interval: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    backoff_coefficient: float | None = Field(default=None, ge=1)
+    maximum_interval: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    maximum_attempts: int | None = Field(default=None, ge=0)
+    non_retryable_error_types: list[str] | None = None
+
+
+class WorkflowSpec(ApiModel):
+    """What runs on the temporal backend: the workflow each scheduled action starts."""
+
+    type: str = Field(description="Workflow type name.", min_length=1, max_length=1000)
+    task_queue: str = Field(description="Task queue of the workers.", min_length=1)
+    id: str | None = Field(
+        default=None,
+        description="Workflow id prefix; Temporal appends the scheduled time. Default: "
+        "the schedule id.",
+        max_length=1000,
+    )
+    args: list[Any] | None = Field(
+        default=None,
+        description="JSON arguments passed to the workflow.",
+        json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
+    )
+    execution_timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    run_timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    task_timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    retry_policy: RetryPolicy | None = None
+    memo: dict[str, Any] | None = _preserve_unknown("Memo attached to each workflow run.")
+
+
+class SecretKeyRef(ApiModel):
+    name: str = Field(description="Secret in the ScheduledJob's namespace.", min_length=1)
+    key: str | None = Field(default=None, description="Key within the Secret.")
+
+
+class TemporalConnection(ApiModel):
+    """Overrides the operator's default Temporal connection for this ScheduledJob."""
+
+    address: str | None = Field(default=None, description="host:port of the Temporal frontend.")
+    namespace: str | None = Field(default=None, description="Temporal namespace.")
+    tls_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret with tls.crt, tls.key and optionally ca.crt for mutual TLS.",
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret holding an API key (key default: apiKey)."
+    )
+
+
+_TEMPORAL_ONLY_RULES: list[JsonValue] = [
+    _cel(
+        "!has(self.interval) || self.backend == 'temporal'",
+        "interval is only supported with backend: temporal; use schedule",
+        fieldPath=".interval",
+    ),
+    _cel(
+        "!has(self.jitter) || self.backend == 'temporal'",
+        "jitter is only supported with backend: temporal",
+        fieldPath=".jitter",
+    ),
+    _cel(
+        "!has(self.startTime) || self.backend == 'temporal'",
+        "startTime is only supported with backend: temporal",
+        fieldPath=".startTime",
+    ),
+    _cel(
+        "!has(self.endTime) || self.backend == 'temporal'",
+        "endTime is only supported with backend: temporal",
+        fieldPath=".endTime",
+    ),
+    _cel(
+        "self.backend == 'temporal' || !(self.concurrencyPolicy in "
+        "['BufferOne', 'BufferAll', 'CancelOther'])",
+        "concurrencyPolicy BufferOne, BufferAll and CancelOther are only supported with "
+        "backend: temporal; use Allow, Forbid or Replace",
+        fieldPath=".concurrencyPolicy",
+    ),
+]
+
+
+class ScheduledJobSpec(ApiModel):
+    backend: Backend = Field(
+        default="kubernetes",
+        description="Which scheduler runs the job: a native CronJob or a Temporal Schedule.",
+    )
+    schedule: str | None = Field(
+        default=None,
+        description=(
+            "5-field cron expression (minute hour day-of-month month day-of-week) or a macro: "
+            "@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly. "
+            "The time zone is spec.timeZone, never a TZ= prefix. Exactly one of schedule "
+            "and interval."
+        ),
+        min_length=1,
+        max_length=200,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!self.contains('TZ=')",
+                    "schedule must not contain TZ= or CRON_TZ=: set spec.timeZone instead",
+                )
+            ]
+        },
+    )
+    interval: IntervalSpec | None = Field(
+        default=None, description="Run every fixed duration (backend temporal only)."
+    )
+    time_zone: str = Field(
+        default="UTC",
+        description="IANA time zone the schedule is read in, on both backends (default UTC).",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_+\-/]+$",
+    )
+    concurrency_policy: ConcurrencyPolicy = Field(
+        default="Forbid",
+        description=(
+            "What happens when a run is due while the previous one is still running. "
+            "Allow, Forbid, Replace on both backends; BufferOne, BufferAll, CancelOther on "
+            "temporal only."
+        ),
+    )
+    starting_deadline_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "How late a run may still start. kubernetes: the CronJob's "
+            "startingDeadlineSeconds; temporal: the catch-up window (at least 10)."
+        ),
+    )
+    suspend: bool = Field(default=False, description="Stop scheduling new runs.")
+    successful_runs_history_limit: int = Field(
+        default=1, ge=0, le=100, description="Finished successful runs kept."
+    )
+    failed_runs_history_limit: int = Field(
+        default=3, ge=0, le=100, description="Failed runs kept, for debugging."
+    )
+    jitter: str | None = Field(
+        default=None,
+        description="Random delay up to this duration per run (temporal only).",
+        pattern=DURATION_PATTERN,
+    )
+    start_time: datetime | None = Field(
+        default=None, description="No run before this time (temporal only)."
+    )
+    end_time: datetime | None = Field(
+        default=None, description="No run after this time (temporal only)."
+    )
+    job: JobSpec | None = Field(default=None, description="What runs on the kubernetes backend.")
+    workflow: WorkflowSpec | None = Field(
+        default=None, description="What runs on the temporal backend."
+    )
+    temporal: TemporalConnection | None = Field(
+        default=None, description="Per-object Temporal connection (temporal backend)."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "has(self.schedule) != has(self.interval)",
+                    "set exactly one of spec.schedule and spec.interval",
+                ),
+                *_TEMPORAL_ONLY_RULES,
+                _cel(
+                    "self.backend != 'kubernetes' || has(self.job)",
+                    "backend: kubernetes needs spec.job (an image or a template)",
+                ),
+                _cel(
+                    "self.backend != 'temporal' || has(self.workflow)",
+                    "backend: temporal needs spec.workflow (type and taskQueue)",
+                ),
+                _cel(
+                    "self.backend != 'temporal' || !has(self.startingDeadlineSeconds) || "
+                    "self.startingDeadlineSeconds >= 10",
+                    "startingDeadlineSeconds is Temporal's catch-up window, which must be "
+                    "at least 10",
+                    fieldPath=".startingDeadlineSeconds",
+                ),
+                _cel(
+                    "!has(self.startTime) || !has(self.endTime) || "
+                    "timestamp(self.endTime) > timestamp(self.startTime)",
+                    "endTime must be after startTime",
+                ),
+            ]
+        }
+    )
+
+
+# ---- status -------------------------------------------------------------------------
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(ApiModel):
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    last_transition_time: datetime
+    observed_generation: int | None = None
+
+
+class BackendRef(ApiModel):
+    kind: Literal["CronJob", "TemporalSchedule"]
+    name: str | None = Field(default=None, description="The CronJob's name.")
+    namespace: str | None = Field(
+        default=None, description="Kubernetes namespace, or the Temporal namespace."
+    )
+    schedule_id: str | None = Field(default=None, description="The Temporal schedule id.")
+
+
+MissReason = Literal[
+    "ControllerDown",
+    "DeadlineExceeded",
+    "CatchupWindowExceeded",
+    "BufferDropped",
+    "TooManyMissed",
+    "OverlapSkipped",
+]
+
+
+class MissedRun(ApiModel):
+    scheduled_time: datetime
+    reason: MissReason
+
+
+class ScheduledJobStatus(ApiModel):
+    # Status written by an older operator may hold fields this one no longer knows.
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    backend: Backend | None = Field(default=None, description="The backend in effect.")
+    backend_ref: BackendRef | None = None
+    last_schedule_time: datetime | None = Field(
+        default=None, description="When the latest run was scheduled."
+    )
+    last_successful_time: datetime | None = Field(
+        default=None, description="When the latest successful run finished."
+    )
+    active: int | None = Field(default=None, description="Runs in progress.")
+    next_run_times: list[datetime] = Field(
+        default_factory=list,
+        description="The next scheduled runs, by the backend's own cron semantics.",
+    )
+    missed_runs: int | None = Field(default=None, description="Missed runs, ever.")
+    skipped_runs: int | None = Field(default=None, description="Runs skipped by overlap policy.")
+    last_missed_time: datetime | None = None
+    recent_missed_runs: list[MissedRun] = Field(default_factory=list, max_length=10)
+
+
+class ObjectMeta(BaseModel):
+    """Only what the operator reads; the apiserver owns the rest."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = Field(default="", alias="resourceVersion")
+    creation_timestamp: datetime | None = Field(default=None, alias="creationTimestamp")
+    deletion_timestamp: datetime | None = Field(default=None, alias="deletionTimestamp")
+    finalizers: list[str] = Field(default_factory=list)
+
+
+class ScheduledJob(BaseModel):
+    """The whole object. The CRD's root schema is generated from spec and status."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    metadata: ObjectMeta
+    spec: ScheduledJobSpec
+    status: ScheduledJobStatus = Field(default_factory=ScheduledJobStatus)

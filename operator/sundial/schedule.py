@@ -1,0 +1,242 @@
+"""When a ScheduledJob runs: slot arithmetic with each backend's own semantics. Pure.
+
+croniter finds the matching wall-clock times; this module decides what those wall-clock
+times mean in a real zone, the way both backends do (robfig/cron for CronJob, Temporal's
+calendar specs): a time inside a DST gap does not exist and is skipped, a time inside the
+repeated hour happens twice. croniter's own time-zone handling moves gap times to after
+the gap, which would show a run the backend never makes (and a false miss once a year).
+
+The one semantic difference kept here: with both day-of-month and day-of-week restricted,
+CronJob fires when EITHER matches (Vixie cron), Temporal only when BOTH do.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, croniter
+
+from sundial.models import Backend, IntervalSpec, ScheduledJobSpec
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+# What robfig/cron's standard parser and Temporal's cron both accept: numbers, ranges,
+# lists, steps, `*`, `?`, and month/day names. croniter also takes L, W and #, which
+# CronJob rejects, so they are refused here rather than discovered by the backend.
+_NUMERIC_FIELD = re.compile(r"^[0-9*?,/\-]+$")
+_MONTH_FIELD = re.compile(r"^([0-9*?,/\-]|JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)+$", re.I)
+_WEEKDAY_FIELD = re.compile(r"^([0-9*?,/\-]|SUN|MON|TUE|WED|THU|FRI|SAT)+$", re.I)
+_FIELDS = (
+    ("minute", _NUMERIC_FIELD),
+    ("hour", _NUMERIC_FIELD),
+    ("day-of-month", _NUMERIC_FIELD),
+    ("month", _MONTH_FIELD),
+    ("day-of-week", _WEEKDAY_FIELD),
+)
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+class ScheduleError(ValueError):
+    """The spec asks for something no backend can schedule; `reason` goes into status."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def parse_duration(text: str) -> timedelta:
+    """Go-style duration ("1h30m", "90s") as validated by the CRD pattern."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ScheduleError("InvalidDuration", f"{text!r} is not a duration such as 30s or 1h30m")
+    return timedelta(seconds=sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
+
+
+def time_zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(
+            "InvalidTimeZone",
+            f"spec.timeZone {name!r} is not an IANA time zone name (for example UTC, "
+            "Europe/Berlin, America/New_York)",
+        ) from None
+
+
+def normalize_cron(expression: str) -> str:
+    """The 5-field form of a cron expression or macro; ScheduleError if either backend
+    would reject it."""
+    text = " ".join(expression.split())
+    if text.startswith("@"):
+        if text not in MACROS:
+            raise ScheduleError(
+                "InvalidSchedule",
+                f"spec.schedule {expression!r}: unknown macro; use one of {', '.join(MACROS)}",
+            )
+        return MACROS[text]
+    fields = text.split(" ")
+    if len(fields) != 5:
+        raise ScheduleError(
+            "InvalidSchedule",
+            f"spec.schedule {expression!r} has {len(fields)} fields; a cron expression has 5: "
+            "minute hour day-of-month month day-of-week",
+        )
+    for (name, pattern), field in zip(_FIELDS, fields, strict=True):
+        if not pattern.match(field):
+            raise ScheduleError(
+                "InvalidSchedule",
+                f"spec.schedule {expression!r}: the {name} field {field!r} is not valid "
+                "(numbers, ranges a-b, lists a,b, steps */n, * or ?; L, W and # are not "
+                "supported by CronJob)",
+            )
+    if not croniter.is_valid(text):
+        raise ScheduleError(
+            "InvalidSchedule",
+            f"spec.schedule {expression!r} is not a valid cron expression "
+            "(minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-6)",
+        )
+    return text
+
+
+def both_days_restricted(cron: str) -> bool:
+    """True when day-of-month and day-of-week are both restricted: CronJob reads the
+    expression as OR, Temporal as AND."""
+    _, _, dom, _, dow = cron.split(" ")
+    return dom not in ("*", "?") and dow not in ("*", "?")
+
+
+def cron_slots(
+    cron: str, zone: ZoneInfo, after: datetime, *, backend: Backend
+) -> Iterator[datetime]:
+    """Every slot strictly after `after` (aware), in order, as aware UTC datetimes."""
+    day_or = backend == "kubernetes"
+    # Start an hour early in local time so a start inside the repeated hour still sees
+    # the second occurrence of earlier wall-clock times; the filter below drops the rest.
+    local_start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=3)
+    wall_clock = croniter(cron, local_start, day_or=day_or)
+    pending: list[datetime] = []
+    seen: set[datetime] = set()
+    while True:
+        try:
+            naive: datetime = wall_clock.get_next(datetime)
+        except CroniterBadDateError:
+            break
+        instants = [naive.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)]
+        for instant in instants:
+            exists = instant.astimezone(zone).replace(tzinfo=None) == naive
+            if exists and instant > after and instant not in seen:
+                seen.add(instant)
+                heapq.heappush(pending, instant)
+        # No later wall-clock time can map to an instant before the earlier reading of
+        # this one, so everything up to it is final and in order.
+        settled = min(instants)
+        while pending and pending[0] <= settled:
+            slot = heapq.heappop(pending)
+            seen.discard(slot)
+            yield slot
+    while pending:
+        yield heapq.heappop(pending)
+
+
+def interval_slots(interval: IntervalSpec, after: datetime) -> Iterator[datetime]:
+    """Slots of `every` shifted by `offset`, anchored at the Unix epoch like Temporal."""
+    every = parse_duration(interval.every).total_seconds()
+    offset = parse_duration(interval.offset).total_seconds() if interval.offset else 0.0
+    base = after.timestamp() - offset
+    index = int(base // every) + 1
+    while True:
+        yield datetime.fromtimestamp(index * every + offset, tz=UTC)
+        index += 1
+
+
+@dataclass(frozen=True)
+class Timetable:
+    """A validated schedule: yields slots with the semantics of one backend."""
+
+    backend: Backend
+    zone: ZoneInfo
+    cron: str | None
+    interval: IntervalSpec | None
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def slots(self, after: datetime) -> Iterator[datetime]:
+        if self.start is not None and after < self.start:
+            after = self.start - timedelta(microseconds=1)
+        if self.cron is not None:
+            source = cron_slots(self.cron, self.zone, after, backend=self.backend)
+        else:
+            assert self.interval is not None
+            source = interval_slots(self.interval, after)
+        for slot in source:
+            if self.end is not None and slot > self.end:
+                return
+            yield slot
+
+    def next_runs(self, now: datetime, count: int = 3) -> list[datetime]:
+        runs: list[datetime] = []
+        for slot in self.slots(now):
+            runs.append(slot)
+            if len(runs) == count:
+                break
+        return runs
+
+    def slots_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        """Slots in (after, until], at most `limit` of them (the earliest)."""
+        found: list[datetime] = []
+        for slot in self.slots(after):
+            if slot > until or len(found) == limit:
+                break
+            found.append(slot)
+        return found
+
+
+def timetable(spec: ScheduledJobSpec) -> Timetable:
+    """Validate the schedule part of a spec; ScheduleError says what is wrong."""
+    zone = time_zone(spec.time_zone)
+    cron = normalize_cron(spec.schedule) if spec.schedule is not None else None
+    if cron is None and spec.interval is not None:
+        parse_duration(spec.interval.every)
+    table = Timetable(
+        backend=spec.backend,
+        zone=zone,
+        cron=cron,
+        interval=spec.interval,
+        start=spec.start_time,
+        end=spec.end_time,
+    )
+    if (
+        cron is not None
+        and next(
+            cron_slots(cron, zone, datetime(2000, 1, 1, tzinfo=UTC), backend=spec.backend), None
+        )
+        is None
+    ):
+        raise ScheduleError(
+            "InvalidSchedule",
+            f"spec.schedule {spec.schedule!r} never fires (no such date, e.g. February 30)",
+        )
+    return table

@@ -1,0 +1,133 @@
+"""The ScheduledJob's status, rebuilt from the observed world on each pass. Pure.
+
+Each field has one home: conditions here (`condition`, `with_condition`), the
+kubernetes backend's view in `kubernetes_status`. The previous status is read only
+for what cannot be observed again: a condition's lastTransitionTime and the run
+counters that must never decrease.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sundial.cronjob import cronjob_name
+from sundial.models import (
+    BackendRef,
+    Condition,
+    ConditionStatus,
+    ScheduledJob,
+    ScheduledJobStatus,
+)
+from sundial.schedule import Timetable
+
+READY = "Ready"
+NEXT_RUN_COUNT = 3
+
+
+def condition(
+    previous: list[Condition],
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    generation: int,
+) -> Condition:
+    """A condition whose lastTransitionTime moves only when its status does."""
+    old = next((c for c in previous if c.type == type_), None)
+    since = old.last_transition_time if old is not None and old.status == status else now
+    return Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+
+
+def with_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
+    return [c for c in conditions if c.type != new.type] + [new]
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> ScheduledJobStatus:
+    """The status of an object whose spec cannot be acted on. What the backend last did
+    (times, counters) stays as it was: the backend itself is left untouched."""
+    previous = sj.status
+    ready = condition(
+        previous.conditions,
+        READY,
+        "False",
+        reason,
+        message,
+        now=now,
+        generation=sj.metadata.generation,
+    )
+    return previous.model_copy(
+        update={
+            "observed_generation": sj.metadata.generation,
+            "conditions": with_condition(previous.conditions, ready),
+        }
+    )
+
+
+def kubernetes_status(
+    sj: ScheduledJob,
+    cronjob: dict[str, Any],
+    table: Timetable,
+    *,
+    now: datetime,
+    notes: list[str] | None = None,
+) -> ScheduledJobStatus:
+    """Status of a ScheduledJob whose CronJob is in step with its spec."""
+    previous = sj.status
+    observed = cronjob.get("status") or {}
+    message = "CronJob is in step with the spec"
+    if notes:
+        message = "; ".join([message, *notes])
+    ready = condition(
+        previous.conditions,
+        READY,
+        "True",
+        "Reconciled",
+        message,
+        now=now,
+        generation=sj.metadata.generation,
+    )
+    return ScheduledJobStatus(
+        observed_generation=sj.metadata.generation,
+        conditions=with_condition(previous.conditions, ready),
+        backend="kubernetes",
+        backend_ref=BackendRef(
+            kind="CronJob", name=cronjob_name(sj.metadata.name), namespace=sj.metadata.namespace
+        ),
+        last_schedule_time=_parse_time(observed.get("lastScheduleTime")),
+        last_successful_time=_parse_time(observed.get("lastSuccessfulTime")),
+        active=len(observed.get("active") or []),
+        next_run_times=[] if sj.spec.suspend else table.next_runs(now, NEXT_RUN_COUNT),
+        missed_runs=previous.missed_runs,
+        skipped_runs=previous.skipped_runs,
+        last_missed_time=previous.last_missed_time,
+        recent_missed_runs=previous.recent_missed_runs,
+    )
+
+
+def status_document(status: ScheduledJobStatus) -> dict[str, Any]:
+    """The status as the apiserver stores it (JSON, camelCase, no nulls)."""
+    document: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return document
+
+
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning `old` into `new` at the top level (nulls remove keys)."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch

@@ -1,0 +1,118 @@
+"""A level-triggered work queue, the shape of client-go's: one heap of due times for every
+ScheduledJob instead of a timer per object.
+
+- A key is queued at most once; a key added while it is being reconciled runs again after.
+- `add_after` wakes a key at a given time (the next slot, a retry), keeping the earliest.
+- Failures back off per key, exponentially, capped, and reset on success, so nothing loops hot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+log = logging.getLogger(__name__)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        *,
+        base_backoff: float = 1.0,
+        max_backoff: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        self._base_backoff = base_backoff
+        self._max_backoff = max_backoff
+        self._ready: asyncio.Queue[K] = asyncio.Queue()
+        self._queued: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}
+        self._failures: dict[K, int] = {}
+        self._sequence = 0
+        self._wakeup = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._queued) + len(self._due)
+
+    def add(self, key: K) -> None:
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key not in self._queued:
+            self._queued.add(key)
+            self._ready.put_nowait(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        due = self._clock() + delay
+        if self._due.get(key, float("inf")) <= due:
+            return
+        self._due[key] = due
+        self._sequence += 1
+        heapq.heappush(self._delayed, (due, self._sequence, key))
+        self._wakeup.set()
+
+    def backoff(self, key: K) -> float:
+        """Requeue a failed key later, doubling the wait on each consecutive failure."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = min(self._base_backoff * 2.0**failures, self._max_backoff)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def forget_schedule(self, key: K) -> None:
+        """Drop a pending timed wake-up (the object is gone)."""
+        self._due.pop(key, None)
+        self.forget(key)
+
+    async def run_timer(self) -> None:
+        """Moves delayed keys to the ready queue when they fall due."""
+        while True:
+            now = self._clock()
+            while self._delayed and self._delayed[0][0] <= now:
+                due, _, key = heapq.heappop(self._delayed)
+                if self._due.get(key) == due:
+                    del self._due[key]
+                    self.add(key)
+            timeout = self._delayed[0][0] - now if self._delayed else None
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    async def run_worker(self, reconcile: Callable[[K], Awaitable[float | None]]) -> None:
+        """Reconciles keys one at a time; several workers share one queue."""
+        while True:
+            key = await self._ready.get()
+            self._queued.discard(key)
+            self._processing.add(key)
+            try:
+                requeue_after = await reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = self.backoff(key)
+                log.exception("reconcile of %s failed; retrying in %.0fs", key, delay)
+            else:
+                self.forget(key)
+                if requeue_after is not None:
+                    self.add_after(key, requeue_after)
+            finally:
+                self._processing.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
