@@ -10,3 +10,47 @@ def stack() -> Iterator[LocalStack]:
     """One real etcd + kube-apiserver + kube-controller-manager + Temporal per test run."""
     with LocalStack() as local_stack:
         yield local_stack
+
+
+# ---- the operator under test -------------------------------------------------------
+
+from support import CRD_FILE, Kubectl, OperatorProcess, eventually  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kubectl(stack: LocalStack) -> Kubectl:
+    return Kubectl(stack.kubectl, stack.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kubectl: Kubectl) -> None:
+    kubectl.run("apply", "--server-side", "-f", str(CRD_FILE))
+    kubectl.run(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/scheduledjobs.sundial.dev"
+    )
+
+
+@pytest.fixture(scope="session")
+def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess]:
+    """One operator process for the run; its log is beside the servers' logs."""
+    process = OperatorProcess(
+        {**stack.env(), "SUNDIAL_HEALTH_PORT": "18080", "SUNDIAL_LOG_LEVEL": "DEBUG"},
+        stack.log_dir / "operator.log",
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, so tests cannot see each other's objects."""
+    name = "t-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
+    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).rstrip("-")
+    kubectl.run("create", "namespace", name)
+    eventually(
+        lambda: kubectl.get("serviceaccount", "default", name) is not None,
+        what=f"default ServiceAccount in {name}",
+    )
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", check=False)

@@ -22,6 +22,7 @@ from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
 from sundial.models import ScheduledJob, ScheduledJobStatus
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class Reconciler:
                 live = await self.kube.apply_cronjob(desired)
             except ApiException as error:
                 if not is_invalid(error):
-                    raise
+                    raise Retry(f"writing the CronJob: {api_error_message(error)}") from error
                 message = f"the apiserver rejected the CronJob: {api_error_message(error)}"
                 await self._report_invalid(sj, body, "InvalidJobTemplate", message, now)
                 return None

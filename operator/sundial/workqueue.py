@@ -20,6 +20,11 @@ K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
 
 
+class Retry(Exception):
+    """An expected, transient failure (an API server or Temporal briefly unavailable):
+    its message says enough, so it is logged without a traceback."""
+
+
 class WorkQueue(Generic[K]):
     def __init__(
         self,
@@ -104,6 +109,9 @@ class WorkQueue(Generic[K]):
                 requeue_after = await reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except Retry as error:
+                delay = self.backoff(key)
+                log.warning("reconcile of %s failed: %s; retrying in %.0fs", key, error, delay)
             except Exception:
                 delay = self.backoff(key)
                 log.exception("reconcile of %s failed; retrying in %.0fs", key, delay)

@@ -1,0 +1,58 @@
+"""The CRD is generated from the models, structural, and committed fresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sundial import crdgen
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "scheduledjobs.sundial.dev.yaml"
+
+
+def walk(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        found.append((path, node))
+        for key, value in node.items():
+            found.extend(walk(value, f"{path}.{key}"))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.extend(walk(value, f"{path}[{i}]"))
+    return found
+
+
+def test_committed_crd_is_fresh() -> None:
+    assert CRD_FILE.read_text() == crdgen.render(), "run `make crds` and commit the result"
+
+
+def test_schema_is_structural() -> None:
+    schema = crdgen.openapi_schema()
+    for path, node in walk(schema):
+        assert "$ref" not in node, path
+        assert "anyOf" not in node, path
+        assert "title" not in node, path
+        assert node.get("default", "") is not None, f"null default at {path}"
+        if "properties" in node:
+            assert node.get("type") == "object", f"{path} lacks type: object"
+            assert "additionalProperties" not in node, path
+
+
+def test_spec_fields_have_descriptions_for_kubectl_explain() -> None:
+    spec = crdgen.openapi_schema()["properties"]["spec"]
+    for name in ("backend", "schedule", "timeZone", "concurrencyPolicy", "job", "workflow"):
+        assert spec["properties"][name].get("description"), name
+
+
+def test_printer_columns() -> None:
+    version = yaml.safe_load(CRD_FILE.read_text())["spec"]["versions"][0]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert list(columns) == [
+        "Backend", "Schedule", "Suspend", "Last Run", "Next Run", "Missed", "Ready", "Age",
+        "TimeZone",
+    ]  # fmt: skip
+    assert columns["Next Run"]["type"] == "string"
+    assert columns["TimeZone"]["priority"] == 1
+    assert version["subresources"] == {"status": {}}

@@ -1,0 +1,193 @@
+"""ScheduledJob -> CronJob mapping, field by field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sundial.cronjob import (
+    SCHEDULEDJOB_LABEL,
+    SPEC_HASH_ANNOTATION,
+    cronjob_manifest,
+    is_subset,
+    metadata_in_step,
+    spec_in_step,
+)
+from sundial.models import ScheduledJob
+
+
+def scheduledjob(**spec: Any) -> ScheduledJob:
+    spec.setdefault("schedule", "*/5 * * * *")
+    spec.setdefault("job", {"image": "registry.example/billing:1.2", "cronJob": "invoices"})
+    return ScheduledJob.model_validate(
+        {
+            "metadata": {"name": "invoices", "namespace": "billing", "uid": "u-1", "generation": 2},
+            "spec": spec,
+        }
+    )
+
+
+def test_shorthand_renders_a_one_shot_job_with_the_cron_env() -> None:
+    manifest = cronjob_manifest(scheduledjob())
+    spec = manifest["spec"]
+    assert spec["schedule"] == "*/5 * * * *"
+    assert spec["timeZone"] == "UTC"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert spec["suspend"] is False
+    assert spec["successfulJobsHistoryLimit"] == 1
+    assert spec["failedJobsHistoryLimit"] == 3
+    assert "startingDeadlineSeconds" not in spec
+    job = spec["jobTemplate"]["spec"]
+    assert job["ttlSecondsAfterFinished"] == 300
+    pod = job["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.example/billing:1.2"
+    assert container["env"] == [
+        {"name": "MODE", "value": "cron"},
+        {"name": "CRON_JOB", "value": "invoices"},
+    ]
+
+
+def test_every_spec_field_is_mapped() -> None:
+    manifest = cronjob_manifest(
+        scheduledjob(
+            schedule="@hourly",
+            timeZone="Europe/Berlin",
+            concurrencyPolicy="Replace",
+            startingDeadlineSeconds=120,
+            suspend=True,
+            successfulRunsHistoryLimit=5,
+            failedRunsHistoryLimit=7,
+            job={
+                "image": "img",
+                "command": ["run"],
+                "args": ["--fast"],
+                "env": [{"name": "A", "value": "1"}],
+                "envFrom": [{"secretRef": {"name": "s"}}],
+                "resources": {"limits": {"cpu": "1"}},
+                "serviceAccountName": "runner",
+                "nodeSelector": {"pool": "batch"},
+                "tolerations": [{"key": "batch", "operator": "Exists"}],
+                "parallelism": 2,
+                "ttlSecondsAfterFinished": 60,
+            },
+        )
+    )
+    spec = manifest["spec"]
+    assert (spec["schedule"], spec["timeZone"], spec["concurrencyPolicy"]) == (
+        "@hourly",
+        "Europe/Berlin",
+        "Replace",
+    )
+    assert spec["startingDeadlineSeconds"] == 120
+    assert spec["suspend"] is True
+    assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (5, 7)
+    job = spec["jobTemplate"]["spec"]
+    assert (job["parallelism"], job["ttlSecondsAfterFinished"]) == (2, 60)
+    pod = job["template"]["spec"]
+    assert pod["serviceAccountName"] == "runner"
+    assert pod["nodeSelector"] == {"pool": "batch"}
+    assert pod["tolerations"] == [{"key": "batch", "operator": "Exists"}]
+    (container,) = pod["containers"]
+    assert container["command"] == ["run"]
+    assert container["args"] == ["--fast"]
+    assert container["env"] == [{"name": "A", "value": "1"}]
+    assert container["envFrom"] == [{"secretRef": {"name": "s"}}]
+    assert container["resources"] == {"limits": {"cpu": "1"}}
+
+
+def test_full_template_is_copied_and_labelled() -> None:
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "x", "image": "i"}]}
+            },
+        },
+    }
+    manifest = cronjob_manifest(scheduledjob(job={"template": template}))
+    rendered = manifest["spec"]["jobTemplate"]
+    assert rendered["spec"] == template["spec"]
+    assert rendered["metadata"]["labels"] == {
+        "team": "a",
+        "app.kubernetes.io/managed-by": "sundial",
+        SCHEDULEDJOB_LABEL: "invoices",
+    }
+    assert template["metadata"]["labels"] == {"team": "a"}, "the input is not modified"
+
+
+def test_identity_owner_and_labels() -> None:
+    meta = cronjob_manifest(scheduledjob())["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("invoices", "billing")
+    assert meta["labels"] == {
+        "app.kubernetes.io/managed-by": "sundial",
+        SCHEDULEDJOB_LABEL: "invoices",
+    }
+    (owner,) = meta["ownerReferences"]
+    assert owner == {
+        "apiVersion": "sundial.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "name": "invoices",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert not any("argocd" in k for k in {**meta["labels"], **meta["annotations"]})
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in meta["annotations"]
+
+
+def test_hash_changes_with_the_spec_and_only_then() -> None:
+    first = cronjob_manifest(scheduledjob())["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+    again = cronjob_manifest(scheduledjob())["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+    other = cronjob_manifest(scheduledjob(suspend=True))["metadata"]["annotations"][
+        SPEC_HASH_ANNOTATION
+    ]
+    assert first == again != other
+
+
+def test_live_object_with_server_defaults_is_in_step() -> None:
+    desired = cronjob_manifest(scheduledjob())
+    live = {
+        "metadata": {**desired["metadata"], "resourceVersion": "7", "generation": 1},
+        "spec": {
+            **desired["spec"],
+            "jobTemplate": {
+                "metadata": desired["spec"]["jobTemplate"]["metadata"],
+                "spec": {**desired["spec"]["jobTemplate"]["spec"], "backoffLimit": 6},
+            },
+        },
+        "status": {"lastScheduleTime": "2026-01-01T00:00:00Z"},
+    }
+    assert metadata_in_step(desired, live)
+    assert spec_in_step(desired, live)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda live: live["spec"].update(schedule="0 0 * * *"),
+        lambda live: live["spec"].update(suspend=True),
+        lambda live: live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][
+            0
+        ].update(image="evil"),
+        lambda live: live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"].append(
+            {"name": "sidecar"}
+        ),
+    ],
+)
+def test_hand_edits_are_drift(edit: Any) -> None:
+    import copy
+
+    desired = cronjob_manifest(scheduledjob())
+    live = copy.deepcopy(desired)
+    edit(live)
+    assert not spec_in_step(desired, live)
+
+
+def test_is_subset() -> None:
+    assert is_subset({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2, "c": 3}], "d": 4})
+    assert not is_subset({"a": [1]}, {"a": [1, 2]})
+    assert not is_subset({"a": None}, {})

@@ -1,0 +1,171 @@
+"""Next-run maths with each backend's semantics, `now` passed in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from sundial.models import IntervalSpec, ScheduledJobSpec
+from sundial.schedule import (
+    MACROS,
+    ScheduleError,
+    both_days_restricted,
+    interval_slots,
+    normalize_cron,
+    parse_duration,
+    timetable,
+)
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def spec(**fields: object) -> ScheduledJobSpec:
+    fields.setdefault("schedule", "* * * * *")
+    return ScheduledJobSpec.model_validate(fields)
+
+
+def local(times: list[datetime], zone: ZoneInfo = BERLIN) -> list[str]:
+    return [t.astimezone(zone).isoformat() for t in times]
+
+
+def test_dst_gap_time_is_skipped_like_the_cronjob_controller() -> None:
+    """02:30 does not exist in Berlin on 2026-03-29: that day has no run at all."""
+    table = timetable(spec(schedule="30 2 * * *", timeZone="Europe/Berlin"))
+    runs = table.next_runs(datetime(2026, 3, 27, 12, tzinfo=UTC), 3)
+    assert local(runs) == [
+        "2026-03-28T02:30:00+01:00",
+        "2026-03-30T02:30:00+02:00",
+        "2026-03-31T02:30:00+02:00",
+    ]
+
+
+def test_repeated_hour_fires_twice_in_order() -> None:
+    """02:30 happens twice in Berlin on 2026-10-25 (CEST, then CET)."""
+    table = timetable(spec(schedule="30 2 * * *", timeZone="Europe/Berlin"))
+    runs = table.next_runs(datetime(2026, 10, 24, 12, tzinfo=UTC), 3)
+    assert local(runs) == [
+        "2026-10-25T02:30:00+02:00",
+        "2026-10-25T02:30:00+01:00",
+        "2026-10-26T02:30:00+01:00",
+    ]
+
+
+def test_frequent_schedule_through_the_repeated_hour_stays_sorted() -> None:
+    table = timetable(spec(schedule="*/20 * * * *", timeZone="Europe/Berlin"))
+    runs = table.next_runs(datetime(2026, 10, 24, 23, 50, tzinfo=UTC), 7)
+    assert runs == sorted(runs)
+    assert [t.strftime("%H:%M") for t in runs] == [
+        "00:00", "00:20", "00:40", "01:00", "01:20", "01:40", "02:00",
+    ]  # fmt: skip
+
+
+def test_start_inside_the_repeated_hour_sees_the_second_occurrence() -> None:
+    table = timetable(spec(schedule="45 2 * * *", timeZone="Europe/Berlin"))
+    # 00:50Z is 02:50 CEST: the first 02:45 has passed, the second (CET) has not.
+    runs = table.next_runs(datetime(2026, 10, 25, 0, 50, tzinfo=UTC), 1)
+    assert local(runs) == ["2026-10-25T02:45:00+01:00"]
+
+
+def test_day_of_month_and_week_are_or_on_kubernetes_and_and_on_temporal() -> None:
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    cron = "0 0 1 * 1"  # the 1st of the month, Mondays
+    kubernetes = timetable(spec(schedule=cron)).next_runs(now, 3)
+    temporal = timetable(
+        spec(schedule=cron, backend="temporal", workflow={"type": "w", "taskQueue": "q"})
+    ).next_runs(now, 3)
+    assert [t.date().isoformat() for t in kubernetes] == ["2026-03-02", "2026-03-09", "2026-03-16"]
+    assert [t.date().isoformat() for t in temporal] == ["2026-06-01", "2027-02-01", "2027-03-01"]
+    assert both_days_restricted(cron)
+    assert not both_days_restricted("0 0 1 * *")
+    assert not both_days_restricted("0 0 ? * 1")
+
+
+@pytest.mark.parametrize(("macro", "expected"), sorted(MACROS.items()))
+def test_every_macro_matches_its_cron_form(macro: str, expected: str) -> None:
+    now = datetime(2026, 5, 17, 13, 7, tzinfo=UTC)
+    assert timetable(spec(schedule=macro)).next_runs(now, 3) == timetable(
+        spec(schedule=expected)
+    ).next_runs(now, 3)
+
+
+def test_macros_fire_when_they_say() -> None:
+    now = datetime(2026, 5, 17, 13, 7, tzinfo=UTC)  # a Sunday
+
+    def first(macro: str) -> str:
+        return timetable(spec(schedule=macro)).next_runs(now, 1)[0].isoformat()
+
+    assert first("@hourly") == "2026-05-17T14:00:00+00:00"
+    assert first("@daily") == first("@midnight") == "2026-05-18T00:00:00+00:00"
+    assert first("@weekly") == "2026-05-24T00:00:00+00:00"
+    assert first("@monthly") == "2026-06-01T00:00:00+00:00"
+    assert first("@yearly") == first("@annually") == "2027-01-01T00:00:00+00:00"
+
+
+def test_time_zone_defaults_to_utc_not_the_machine_zone() -> None:
+    table = timetable(spec(schedule="0 9 * * *"))
+    assert table.next_runs(datetime(2026, 1, 1, tzinfo=UTC), 1)[0].hour == 9
+
+
+def test_next_runs_are_strictly_after_now() -> None:
+    now = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+    assert timetable(spec(schedule="0 9 * * *")).next_runs(now, 1)[0].day == 2
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("61 * * * *", "InvalidSchedule"),
+        ("* * * *", "InvalidSchedule"),
+        ("* * * * * *", "InvalidSchedule"),
+        ("0 0 L * *", "InvalidSchedule"),
+        ("0 0 * * 1#2", "InvalidSchedule"),
+        ("0 0 1W * *", "InvalidSchedule"),
+        ("@every 5m", "InvalidSchedule"),
+        ("@reboot", "InvalidSchedule"),
+        ("0 0 30 2 *", "InvalidSchedule"),
+        ("hello world", "InvalidSchedule"),
+    ],
+)
+def test_invalid_cron_is_refused_with_a_reason(expression: str, reason: str) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        timetable(spec(schedule=expression))
+    assert caught.value.reason == reason
+    assert expression in caught.value.message
+
+
+def test_unknown_time_zone_is_refused() -> None:
+    with pytest.raises(ScheduleError) as caught:
+        timetable(spec(timeZone="Mars/Olympus_Mons"))
+    assert caught.value.reason == "InvalidTimeZone"
+    assert "Mars/Olympus_Mons" in caught.value.message
+
+
+def test_names_and_question_mark_are_accepted() -> None:
+    assert normalize_cron("*/5  * ? jan-mar MON-FRI") == "*/5 * ? jan-mar MON-FRI"
+
+
+def test_interval_slots_are_anchored_at_the_epoch() -> None:
+    after = datetime(2026, 1, 1, 0, 0, 7, tzinfo=UTC)
+    slots = interval_slots(IntervalSpec(every="5s", offset="2s"), after)
+    assert [next(slots).second for _ in range(3)] == [12, 17, 22]
+
+
+def test_end_time_stops_the_slots() -> None:
+    table = timetable(
+        spec(
+            backend="temporal",
+            workflow={"type": "w", "taskQueue": "q"},
+            schedule="0 * * * *",
+            endTime="2026-01-01T02:30:00Z",
+        )
+    )
+    assert len(table.next_runs(datetime(2026, 1, 1, tzinfo=UTC), 5)) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30), ("1h30m", 5400), ("500ms", 0.5), ("2m3s", 123)]
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds

@@ -1,0 +1,124 @@
+"""The work queue: dedup, delayed wake-ups, per-key backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from sundial.workqueue import Retry, WorkQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_is_queued_once() -> None:
+    async def scenario() -> list[str]:
+        queue: WorkQueue[str] = WorkQueue()
+        seen: list[str] = []
+
+        async def reconcile(key: str) -> None:
+            seen.append(key)
+
+        for key in ("a", "b", "a", "a"):
+            queue.add(key)
+        worker = asyncio.create_task(queue.run_worker(reconcile))
+        await asyncio.sleep(0.05)
+        worker.cancel()
+        return seen
+
+    assert asyncio.run(scenario()) == ["a", "b"]
+
+
+def test_key_added_while_processing_runs_again_after() -> None:
+    async def scenario() -> int:
+        queue: WorkQueue[str] = WorkQueue()
+        calls = 0
+
+        async def reconcile(key: str) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                queue.add(key)  # an event arrives mid-reconcile
+                await asyncio.sleep(0.01)
+
+        queue.add("a")
+        worker = asyncio.create_task(queue.run_worker(reconcile))
+        await asyncio.sleep(0.1)
+        worker.cancel()
+        return calls
+
+    assert asyncio.run(scenario()) == 2
+
+
+def test_add_after_keeps_the_earliest_wakeup() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("a", 30)
+    queue.add_after("a", 10)
+    queue.add_after("a", 20)
+    assert queue._due["a"] == 1010.0
+
+
+@pytest.mark.parametrize(("failures", "expected"), [(1, 1.0), (2, 2.0), (5, 16.0), (20, 300.0)])
+def test_backoff_doubles_and_is_capped(failures: int, expected: float) -> None:
+    queue: WorkQueue[str] = WorkQueue(base_backoff=1.0, max_backoff=300.0)
+    delays = [queue.backoff("a") for _ in range(failures)]
+    assert delays[-1] == expected
+    queue.forget("a")
+    assert queue.backoff("a") == 1.0
+
+
+def test_failing_reconcile_is_retried_not_looped() -> None:
+    async def scenario() -> list[float]:
+        queue: WorkQueue[str] = WorkQueue(base_backoff=0.05)
+        times: list[float] = []
+        loop = asyncio.get_running_loop()
+
+        async def reconcile(key: str) -> None:
+            times.append(loop.time())
+            raise Retry("backend down")
+
+        queue.add("a")
+        tasks = [
+            asyncio.create_task(queue.run_worker(reconcile)),
+            asyncio.create_task(queue.run_timer()),
+        ]
+        await asyncio.sleep(0.5)
+        for task in tasks:
+            task.cancel()
+        return times
+
+    times = asyncio.run(scenario())
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert 3 <= len(times) <= 5, times  # 0, .05, .15, .35: doubling, not a hot loop
+    assert all(later > earlier for earlier, later in itertools.pairwise(gaps))
+
+
+def test_requeue_after_wakes_the_key_later() -> None:
+    async def scenario() -> int:
+        queue: WorkQueue[str] = WorkQueue()
+        calls = 0
+
+        async def reconcile(key: str) -> float | None:
+            nonlocal calls
+            calls += 1
+            return 0.05 if calls == 1 else None
+
+        queue.add("a")
+        tasks = [
+            asyncio.create_task(queue.run_worker(reconcile)),
+            asyncio.create_task(queue.run_timer()),
+        ]
+        await asyncio.sleep(0.3)
+        for task in tasks:
+            task.cancel()
+        return calls
+
+    assert asyncio.run(scenario()) == 2
