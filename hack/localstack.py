@@ -63,9 +63,10 @@ SERVICE_IP = "10.0.0.1"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 # Only what a CronJob needs to turn into Jobs and Pods, and what cleans up after them.
-# `serviceaccount` gives every namespace its `default` ServiceAccount, as on a real
-# cluster. `serviceaccount-token` is left out: it only mints legacy Secret tokens, and
-# nothing runs Pods here that would mount one.
+# The serviceaccount controller gives every namespace its `default` ServiceAccount, as
+# on a real cluster, and ttl-after-finished cleans up Jobs that ask for it. (The
+# serviceaccount-token controller need not be listed: the controller manager starts it
+# by itself whenever --service-account-private-key-file is given.)
 KCM_CONTROLLERS = (
     "cronjob-controller",
     "job-controller",
@@ -471,6 +472,7 @@ class Server:
         self.pid_file = pid_dir / f"{name}.pid"
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
+        self._terminated = False
 
     @property
     def running(self) -> bool:
@@ -499,11 +501,15 @@ class Server:
                 start_new_session=True,
             )
         self.started_at = time.monotonic()
+        self._terminated = False
         PidRecord(self.proc.pid, " ".join(argv)).save(self.pid_file)
 
     def terminate(self) -> None:
-        if self.running:
+        # Only once: a second SIGTERM makes the Kubernetes servers exit at once, skipping
+        # their graceful shutdown.
+        if self.running and not self._terminated:
             assert self.proc is not None
+            self._terminated = True
             with contextlib.suppress(ProcessLookupError):
                 self.proc.terminate()
 
@@ -517,7 +523,14 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
-        self.pid_file.unlink(missing_ok=True)
+            self.pid_file.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            self.pid_file.unlink(missing_ok=True)
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, detail: str = "") -> None:
         """Polls `probe` until it holds; prints one progress line; fails with the log tail."""
@@ -688,15 +701,22 @@ class LocalStack:
         with self._lock:
             began = time.monotonic()
             was_running = any(server.running for server in self.servers)
-            # The controller manager and Temporal first, in parallel, then the
-            # apiserver, and etcd last so nothing logs a storm of connection errors.
-            for server in (self.kcm, self.temporal, self.apiserver):
-                server.terminate()
-            for server in (self.kcm, self.temporal, self.apiserver, self.etcd):
-                server.stop()
-            (self.state_dir / "env.sh").unlink(missing_ok=True)
+            # All at once to be quick, except etcd: an apiserver that loses etcd first
+            # spends its shutdown retrying.
+            try:
+                for server in (self.kcm, self.temporal, self.apiserver):
+                    server.terminate()
+                for server in (self.kcm, self.temporal, self.apiserver, self.etcd):
+                    server.stop()
+            except KeyboardInterrupt:
+                # A second Ctrl-C: no more patience, but no stray processes either.
+                for server in self.servers:
+                    server.kill()
+                raise
+            # Not ours to clean when start() was refused because another process owns it.
             owner = PidRecord.load(self._owner_file)
             if owner is not None and owner.pid == os.getpid():
+                (self.state_dir / "env.sh").unlink(missing_ok=True)
                 self._owner_file.unlink(missing_ok=True)
             if was_running:
                 _log(f"local stack stopped in {time.monotonic() - began:.1f}s")
@@ -741,7 +761,15 @@ class LocalStack:
             insecure.check_hostname = False
             insecure.verify_mode = ssl.CERT_NONE
             url = f"https://127.0.0.1:{self.ports.kcm}/healthz"
-            self.kcm.wait_ready(lambda: _http_ok(url, insecure), self.ready_timeout, url)
+
+            def controllers_running() -> bool:
+                # Each controller adds its own check once started; a bare 200 can come
+                # before any has.
+                with urllib.request.urlopen(f"{url}?verbose", timeout=5, context=insecure) as r:
+                    body = r.read().decode()
+                return all(f"[+]{name} ok" in body for name in KCM_CONTROLLERS)
+
+            self.kcm.wait_ready(controllers_running, self.ready_timeout, url)
 
     def stop_temporal(self) -> None:
         with self._lock:
@@ -911,10 +939,10 @@ def stop_leftovers(pid_dir: Path) -> list[str]:
 
 @contextlib.contextmanager
 def interrupt_on_termination() -> Iterator[None]:
-    """Turns SIGTERM and SIGHUP into KeyboardInterrupt, so `with LocalStack()` unwinds.
+    """Turns SIGINT, SIGTERM and SIGHUP into KeyboardInterrupt, so the stack unwinds.
 
-    Later signals are ignored: the first one already started an orderly shutdown, and a
-    second Ctrl-C must not abandon servers half-stopped.
+    Later signals are ignored: the first one already started an orderly shutdown, which
+    is bounded by STOP_TIMEOUT, and a second Ctrl-C must not cut it short.
     """
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -1026,7 +1054,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return down(state_dir)
     if args.action == "env":
         script = state_dir / "env.sh"
-        if not script.is_file():
+        owner = PidRecord.load(state_dir / "pids" / "owner.pid")
+        if not script.is_file() or owner is None or not owner.alive():
             _log(f"no stack running in {state_dir}: python hack/localstack.py up")
             return 1
         print(script.read_text(), end="")
@@ -1034,12 +1063,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    try:
-        stack = LocalStack(state_dir, keep_data=args.keep_data)
-    except StackError as error:
-        _log(f"error: {error}")
-        return 1
-    return up(stack, command)
+    return up(LocalStack(state_dir, keep_data=args.keep_data), command)
 
 
 if __name__ == "__main__":

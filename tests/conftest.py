@@ -34,7 +34,13 @@ def crd_installed(kubectl: Kubectl) -> None:
 def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess]:
     """One operator process for the run; its log is beside the servers' logs."""
     process = OperatorProcess(
-        {**stack.env(), "SUNDIAL_HEALTH_PORT": "18080", "SUNDIAL_LOG_LEVEL": "DEBUG"},
+        {
+            **stack.env(),
+            "SUNDIAL_HEALTH_PORT": "18080",
+            "SUNDIAL_LOG_LEVEL": "DEBUG",
+            "SUNDIAL_TEMPORAL_ADDRESS": stack.temporal_address,
+            "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",
+        },
         stack.log_dir / "operator.log",
     )
     process.start()
@@ -54,3 +60,15 @@ def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]
     )
     yield name
     kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+# ---- Temporal: the test's own client and worker ------------------------------------
+
+from support import TemporalSide  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def temporal(stack: LocalStack) -> Iterator[TemporalSide]:
+    side = TemporalSide(stack.temporal_address)
+    yield side
+    side.close()

@@ -3,17 +3,23 @@ as a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from temporal_workflows import TASK_QUEUE, Sleep, Tick
 
 REPO = Path(__file__).resolve().parent.parent
 CRD_FILE = REPO / "crds" / "scheduledjobs.sundial.dev.yaml"
@@ -125,3 +131,39 @@ class OperatorProcess:
 
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+
+R = TypeVar("R")
+
+
+class TemporalSide:
+    """The test's own Temporal client and worker. The client is not thread-safe, so it
+    lives on one background event loop and tests hand it coroutines through `run`."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.client: Client = self.run(lambda: Client.connect(address))
+        self.worker_task = self.run(self._start_worker)
+
+    async def _start_worker(self) -> asyncio.Task[None]:
+        worker = Worker(self.client, task_queue=TASK_QUEUE, workflows=[Tick, Sleep])
+        return asyncio.create_task(worker.run())
+
+    def ensure_worker(self) -> None:
+        """A worker can give up while Temporal is down (a fault test); start a new one."""
+        if self.worker_task.done():
+            self.worker_task = self.run(self._start_worker)
+
+    def run(self, make: Callable[[], Awaitable[R]], timeout: float = 60) -> R:
+        async def call() -> R:
+            return await make()
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.worker_task.cancel()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)

@@ -19,6 +19,26 @@ class OperatorConfig(BaseModel):
     workers: int = Field(default=4, ge=1, le=64, description="Concurrent reconciles.")
     log_level: str = "INFO"
     health_port: int = Field(default=8080, description="/healthz for the liveness probe.")
+    temporal_address: str = Field(default="localhost:7233", description="Temporal frontend.")
+    temporal_namespace: str = "default"
+    temporal_tls_cert_file: str | None = Field(default=None, description="Client certificate.")
+    temporal_tls_key_file: str | None = Field(default=None, description="Client private key.")
+    temporal_tls_ca_file: str | None = Field(default=None, description="Server CA bundle.")
+    temporal_api_key_file: str | None = Field(
+        default=None, description="File holding an API key (a mounted Secret)."
+    )
+    temporal_api_key: str | None = Field(default=None, description="API key (prefer the file).")
+    schedule_id_prefix: str = Field(
+        default="sundial/",
+        description="Prefix of every Temporal schedule id; give each cluster its own when "
+        "several share one Temporal namespace.",
+    )
+    temporal_resync_seconds: float = Field(
+        default=30.0, ge=5, description="How often each temporal-backed job is re-described."
+    )
+    temporal_requests_per_second: float = Field(
+        default=20.0, gt=0, description="Ceiling on the operator's request rate to Temporal."
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:

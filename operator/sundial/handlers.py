@@ -20,6 +20,7 @@ from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.models import GROUP, PLURAL, VERSION
 from sundial.reconcile import Key, Reconciler
+from sundial.temporal import RequestBudget, Temporal, default_connection
 from sundial.workqueue import WorkQueue
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
@@ -76,9 +77,14 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     kube = KubeClient(load_api_client(config.kubeconfig))
-    queue: WorkQueue[Key] = WorkQueue()
+    queue: WorkQueue[Key] = WorkQueue(max_backoff=60.0)
     reconciler = Reconciler(
-        kube=kube, cache=IndexCache(scheduledjobs, cronjobs), events=EventRecorder(kube)
+        kube=kube,
+        cache=IndexCache(scheduledjobs, cronjobs),
+        events=EventRecorder(kube),
+        temporal=Temporal(RequestBudget(config.temporal_requests_per_second)),
+        config=config,
+        default_connection=default_connection(config),
     )
     memo.queue = queue
     memo.tasks = [asyncio.create_task(queue.run_timer(), name="sundial-timer")] + [

@@ -170,6 +170,18 @@ class RetryPolicy(ApiModel):
     maximum_attempts: int | None = Field(default=None, ge=0)
     non_retryable_error_types: list[str] | None = None
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.initialInterval) || !has(self.maximumInterval) || "
+                    "duration(self.maximumInterval) >= duration(self.initialInterval)",
+                    "retryPolicy.maximumInterval must not be shorter than initialInterval",
+                )
+            ]
+        }
+    )
+
 
 class WorkflowSpec(ApiModel):
     """What runs on the temporal backend: the workflow each scheduled action starts."""
@@ -418,6 +430,14 @@ class ScheduledJobStatus(ApiModel):
     skipped_runs: int | None = Field(default=None, description="Runs skipped by overlap policy.")
     last_missed_time: datetime | None = None
     recent_missed_runs: list[MissedRun] = Field(default_factory=list, max_length=10)
+    spec_hash: str | None = Field(
+        default=None, description="Hash of the spec the backend was last written from."
+    )
+    backend_fingerprint: str | None = Field(
+        default=None,
+        description="Hash of the Temporal schedule as the server held it after Sundial's last "
+        "write; a different hash on the server means an out-of-band change.",
+    )
 
 
 class ObjectMeta(BaseModel):

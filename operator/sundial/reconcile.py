@@ -1,13 +1,16 @@
 """One reconcile pass for one ScheduledJob, in numbered steps.
 
-Called by the work queue with a (namespace, name) key whenever the ScheduledJob or
-anything it owns changes, and at the next slot. Reads come from the watch caches (no
-GET per pass); writes happen only when the desired state differs from the observed one.
-Returns the seconds until the pass should run again, or None.
+Called by the work queue with a (namespace, name) key whenever the ScheduledJob or the
+CronJob it owns changes, and again at the next slot (kubernetes) or after the resync
+interval (temporal). Kubernetes reads come from the watch caches (no GET per pass);
+writes happen only when the desired state differs from the observed one. Returns the
+seconds until the pass should run again, or None.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +21,26 @@ from pydantic import ValidationError
 
 from sundial import cronjob as cj
 from sundial import status as st
+from sundial.config import OperatorConfig
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
+from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid, is_not_found
 from sundial.models import ScheduledJob, ScheduledJobStatus
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.temporal import (
+    Connection,
+    Temporal,
+    TemporalRejected,
+    TemporalUnavailable,
+    schedule_fingerprint,
+)
+from sundial.temporal_schedule import (
+    RESUME_NOTE,
+    SCHEDULEDJOB_MEMO_KEY,
+    SPEC_HASH_MEMO_KEY,
+    SUSPEND_NOTE,
+    schedule_id,
+    temporal_schedule,
+)
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -29,6 +48,10 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 # A slot's status settles a little after the slot: the CronJob controller needs a moment.
 SLOT_SETTLE_SECONDS = 5.0
+# Secrets are not watched: a missing one is looked for again this often.
+SECRET_RETRY_SECONDS = 30.0
+# Held while a Temporal schedule may exist, so deleting the ScheduledJob deletes it too.
+TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
 
 
 class Cache(Protocol):
@@ -39,19 +62,32 @@ class Cache(Protocol):
     def cronjob(self, key: Key) -> dict[str, Any] | None: ...
 
 
+class SpecProblem(Exception):
+    """Only a change to the spec (or to a Secret it names) can fix this."""
+
+    def __init__(self, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
     cache: Cache
     events: EventRecorder
+    temporal: Temporal
+    config: OperatorConfig
+    default_connection: Connection
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    # (spec hash, generation) of the CronJob as last written, per key: the apiserver
-    # canonicalises some values (quantities), so a pass compares against what it wrote.
+    # (spec hash, generation) of each CronJob as last written: the apiserver canonicalises
+    # some values (quantities), so a pass also accepts what it wrote itself.
     _written: dict[Key, tuple[str, int]] = field(default_factory=dict)
 
     async def __call__(self, key: Key) -> float | None:
-        # 1. Load the ScheduledJob from the watch cache; gone means nothing to do
-        #    (the garbage collector removes the CronJob through its owner reference).
+        # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
+        #    garbage collector removes the CronJob; the finalizer already took the schedule).
         body = self.cache.scheduledjob(key)
         if body is None:
             self._written.pop(key, None)
@@ -59,46 +95,65 @@ class Reconciler:
             return None
         now = self.clock()
 
-        # 2. Parse and validate what the CRD schema could not.
+        # 2. Parse; an unparseable object can still be deleted.
         try:
             sj = ScheduledJob.model_validate(body)
         except ValidationError as error:
             await self._report_unparseable(body, error, now)
             return None
-        try:
-            table = timetable(sj.spec)
-        except ScheduleError as error:
-            await self._report_invalid(sj, body, error.reason, error.message, now)
+        if sj.metadata.deletion_timestamp is not None:
+            await self._finalize(sj, body, now)
             return None
 
-        # 3. Bring the backend in step, then 4. rebuild status from what it reports.
-        result = await self._reconcile_kubernetes(key, sj, body, table, now)
-        if result is None:
-            return None
-        new_status, requeue_after = result
+        # 3. Validate what the CRD schema could not; bring the backend in step; 4. rebuild
+        #    the status from what the backend reports, and write it if it changed.
+        try:
+            table = timetable(sj.spec)
+            if sj.spec.backend == "temporal":
+                new_status, requeue_after = await self._reconcile_temporal(key, sj, body, now)
+            else:
+                new_status, requeue_after = await self._reconcile_kubernetes(
+                    key, sj, body, table, now
+                )
+        except (ScheduleError, SpecProblem) as problem:
+            await self._report(sj, body, problem.reason, problem.message, now)
+            return problem.retry_after if isinstance(problem, SpecProblem) else None
+        except TemporalUnavailable as error:
+            await self._report(sj, body, "BackendUnavailable", str(error), now)
+            raise
+        await self._announce(sj, new_status, now)
         await self._write_status(sj, body, new_status)
         return requeue_after
 
+    # ---- kubernetes backend ----------------------------------------------------------
+
     async def _reconcile_kubernetes(
         self, key: Key, sj: ScheduledJob, body: dict[str, Any], table: Timetable, now: datetime
-    ) -> tuple[ScheduledJobStatus, float | None] | None:
+    ) -> tuple[ScheduledJobStatus, float | None]:
+        # A schedule left from backend: temporal goes first: never both active at once.
+        if TEMPORAL_FINALIZER in sj.metadata.finalizers:
+            await self._delete_schedule(sj)
+            await self._set_finalizer(sj, present=False)
+            await self.events.record(
+                sj, "Normal", "BackendSwitched",
+                "switched to backend kubernetes: the Temporal schedule was deleted", now=now,
+            )  # fmt: skip
         desired = cj.cronjob_manifest(sj)
         live = self.cache.cronjob(key)
         if live is None or not self._in_step(key, desired, live):
             try:
                 live = await self.kube.apply_cronjob(desired)
             except ApiException as error:
-                if not is_invalid(error):
-                    raise Retry(f"writing the CronJob: {api_error_message(error)}") from error
-                message = f"the apiserver rejected the CronJob: {api_error_message(error)}"
-                await self._report_invalid(sj, body, "InvalidJobTemplate", message, now)
-                return None
-            written_hash = desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
-            self._written[key] = (written_hash, live["metadata"].get("generation", 0))
+                if is_invalid(error):
+                    raise SpecProblem(
+                        "InvalidJobTemplate",
+                        f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                    ) from None
+                raise Retry(f"writing the CronJob: {api_error_message(error)}") from None
+            spec_hash = desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
+            self._written[key] = (spec_hash, live["metadata"].get("generation", 0))
             log.info("wrote CronJob %s/%s", *key)
-        notes = []
-        if sj.spec.schedule and table.cron and both_days_restricted(table.cron):
-            notes.append(_DAY_SEMANTICS_NOTE)
+        notes = [_DAY_SEMANTICS] if table.cron and both_days_restricted(table.cron) else []
         new_status = st.kubernetes_status(sj, live, table, now=now, notes=notes)
         return new_status, _seconds_until_next(new_status, now)
 
@@ -113,6 +168,184 @@ class Reconciler:
         )
         return self._written.get(key) == written
 
+    # ---- temporal backend ------------------------------------------------------------
+
+    async def _reconcile_temporal(
+        self, key: Key, sj: ScheduledJob, body: dict[str, Any], now: datetime
+    ) -> tuple[ScheduledJobStatus, float | None]:
+        connection = await self._connection(sj)
+        if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
+            await self._set_finalizer(sj, present=True)
+        if self.cache.cronjob(key) is not None:
+            # Orphan, not cascade: a Job that is running now is allowed to finish.
+            await self.kube.delete_cronjob(sj.metadata.namespace, sj.metadata.name)
+            await self.events.record(
+                sj, "Normal", "BackendSwitched",
+                "switched to backend temporal: the CronJob was deleted (running Jobs finish)",
+                now=now,
+            )  # fmt: skip
+
+        identity, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
+        try:
+            description = await self.temporal.describe(connection, identity)
+            if description is None:
+                memo = {
+                    SPEC_HASH_MEMO_KEY: spec_hash,
+                    SCHEDULEDJOB_MEMO_KEY: f"{sj.metadata.namespace}/{sj.metadata.name}",
+                }
+                await self.temporal.create(connection, identity, schedule, memo)
+                log.info("created Temporal schedule %s", identity)
+                description = await self.temporal.describe(connection, identity)
+            elif (
+                sj.status.spec_hash != spec_hash
+                or sj.status.backend_fingerprint != schedule_fingerprint(description)
+            ):
+                if sj.status.spec_hash == spec_hash:
+                    await self.events.record(
+                        sj, "Warning", "DriftCorrected",
+                        f"Temporal schedule {identity} was changed outside Sundial; restored",
+                        now=now,
+                    )  # fmt: skip
+                await self.temporal.update(connection, identity, schedule, keep_state=True)
+                log.info("updated Temporal schedule %s", identity)
+                description = await self.temporal.describe(connection, identity)
+            if description is None:
+                raise TemporalUnavailable(f"schedule {identity} vanished while being written")
+            state = description.schedule.state
+            if sj.spec.suspend and not state.paused:
+                await self.temporal.set_paused(connection, identity, True, SUSPEND_NOTE)
+                description = await self.temporal.describe(connection, identity)
+            elif not sj.spec.suspend and state.paused and state.note == SUSPEND_NOTE:
+                await self.temporal.set_paused(connection, identity, False, RESUME_NOTE)
+                description = await self.temporal.describe(connection, identity)
+        except TemporalRejected as error:
+            raise SpecProblem("TemporalRejected", str(error)) from None
+        if description is None:
+            raise TemporalUnavailable(f"schedule {identity} vanished while being written")
+
+        notes = []
+        if sj.spec.schedule and both_days_restricted(" ".join(sj.spec.schedule.split())):
+            notes.append(_DAY_SEMANTICS)
+        new_status = st.temporal_status(
+            sj,
+            description,
+            namespace=connection.namespace,
+            schedule_id=identity,
+            spec_hash=spec_hash,
+            fingerprint=schedule_fingerprint(description),
+            now=now,
+            notes=notes,
+        )
+        return new_status, self.config.temporal_resync_seconds
+
+    async def _connection(self, sj: ScheduledJob) -> Connection:
+        """The operator's default connection, or the object's own. Credentials come only
+        from Secrets in the object's namespace, and the operator's own are never sent to
+        an address an object chose."""
+        override = sj.spec.temporal
+        if override is None:
+            return self.default_connection
+        address = override.address or self.default_connection.address
+        namespace = override.namespace or self.default_connection.namespace
+        inherit = override.address is None
+        base = self.default_connection if inherit else Connection(address, namespace)
+        cert, key, ca, api_key = base.client_cert, base.client_key, base.server_ca, base.api_key
+        if override.tls_secret_ref is not None:
+            data = await self._secret(sj, override.tls_secret_ref.name)
+            cert, key = _secret_value(data, "tls.crt"), _secret_value(data, "tls.key")
+            ca = _secret_value(data, "ca.crt")
+            if cert is None or key is None:
+                raise SpecProblem(
+                    "InvalidSecret",
+                    f"Secret {override.tls_secret_ref.name} needs keys tls.crt and tls.key",
+                    SECRET_RETRY_SECONDS,
+                )
+        if override.api_key_secret_ref is not None:
+            ref = override.api_key_secret_ref
+            data = await self._secret(sj, ref.name)
+            value = _secret_value(data, ref.key or "apiKey")
+            if value is None:
+                raise SpecProblem(
+                    "InvalidSecret",
+                    f"Secret {ref.name} has no key {ref.key or 'apiKey'}",
+                    SECRET_RETRY_SECONDS,
+                )
+            api_key = value.decode().strip()
+        return Connection(address, namespace, cert, key, ca, api_key)
+
+    async def _secret(self, sj: ScheduledJob, name: str) -> dict[str, str]:
+        try:
+            return await self.kube.read_secret(sj.metadata.namespace, name)
+        except ApiException as error:
+            if is_not_found(error):
+                raise SpecProblem(
+                    "SecretNotFound",
+                    f"Secret {name} named in spec.temporal does not exist in namespace "
+                    f"{sj.metadata.namespace}",
+                    SECRET_RETRY_SECONDS,
+                ) from None
+            raise Retry(f"reading Secret {name}: {api_error_message(error)}") from None
+
+    async def _delete_schedule(self, sj: ScheduledJob) -> None:
+        ref = sj.status.backend_ref
+        identity = (
+            ref.schedule_id
+            if ref is not None and ref.schedule_id
+            else schedule_id(
+                self.config.schedule_id_prefix, sj.metadata.namespace, sj.metadata.name
+            )
+        )
+        await self.temporal.delete(await self._connection(sj), identity)
+        log.info("deleted Temporal schedule %s", identity)
+
+    async def _set_finalizer(self, sj: ScheduledJob, *, present: bool) -> None:
+        finalizers = [f for f in sj.metadata.finalizers if f != TEMPORAL_FINALIZER]
+        if present:
+            finalizers.append(TEMPORAL_FINALIZER)
+        try:
+            # resourceVersion makes this a compare-and-swap: a concurrent change to the
+            # list fails with a conflict and the pass is retried, nothing is lost.
+            await self.kube.patch_scheduledjob_metadata(
+                sj.metadata.namespace,
+                sj.metadata.name,
+                {"finalizers": finalizers, "resourceVersion": sj.metadata.resource_version},
+            )
+        except ApiException as error:
+            raise Retry(f"updating finalizers: {api_error_message(error)}") from None
+
+    async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:
+        """The object is being deleted: take its Temporal schedule with it, then let go."""
+        if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
+            return
+        try:
+            await self._delete_schedule(sj)
+        except TemporalUnavailable as error:
+            message = f"cannot delete the Temporal schedule yet, retrying: {error}"
+            await self._report(sj, body, "BackendUnavailable", message, now)
+            raise
+        except SpecProblem as problem:
+            await self._report(sj, body, problem.reason, problem.message, now)
+            raise Retry(problem.message) from None
+        await self._set_finalizer(sj, present=False)
+
+    # ---- status ----------------------------------------------------------------------
+
+    async def _announce(self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime) -> None:
+        """Warning Events for what a healthy pass newly reports (once, not every pass)."""
+        old_ready = st.find_condition(sj.status.conditions, st.READY)
+        new_ready = st.find_condition(new.conditions, st.READY)
+        old_message = old_ready.message if old_ready else ""
+        if new_ready is None or new_ready.message == old_message:
+            return
+        if new_ready.reason == st.PAUSED_IN_TEMPORAL and (
+            old_ready is None or old_ready.reason != st.PAUSED_IN_TEMPORAL
+        ):
+            await self.events.record(
+                sj, "Warning", st.PAUSED_IN_TEMPORAL, new_ready.message, now=now
+            )
+        if _DAY_SEMANTICS in new_ready.message and _DAY_SEMANTICS not in old_message:
+            await self.events.record(sj, "Warning", "CronSemanticsDiffer", _DAY_SEMANTICS, now=now)
+
     async def _write_status(
         self, sj: ScheduledJob, body: dict[str, Any], new: ScheduledJobStatus
     ) -> None:
@@ -120,13 +353,19 @@ class Reconciler:
         patch = st.merge_patch(old_document, st.status_document(new))
         if not patch:
             return
-        await self.kube.patch_scheduledjob_status(sj.metadata.namespace, sj.metadata.name, patch)
+        try:
+            await self.kube.patch_scheduledjob_status(
+                sj.metadata.namespace, sj.metadata.name, patch
+            )
+        except ApiException as error:
+            if is_not_found(error):
+                return  # deleted meanwhile
+            raise Retry(f"writing status: {api_error_message(error)}") from None
 
-    async def _report_invalid(
+    async def _report(
         self, sj: ScheduledJob, body: dict[str, Any], reason: str, message: str, now: datetime
     ) -> None:
-        """A problem only a spec change can fix: say so once, leave the backend as it was,
-        and do not retry (the spec change itself triggers the next pass)."""
+        """Ready=False with the reason, a Warning Event once, the backend left as it was."""
         new_status = st.not_ready(sj, reason, message, now=now)
         if new_status != sj.status:
             await self.events.record(sj, "Warning", reason, message, now=now)
@@ -139,18 +378,23 @@ class Reconciler:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]
         )
         message = f"spec is not valid: {problems}"
-        log.warning(
-            "%s/%s: %s", body["metadata"].get("namespace"), body["metadata"]["name"], message
-        )
-        # Keep the rest of the status; only the Ready condition can be said with confidence.
+        meta = body["metadata"]
+        log.warning("%s/%s: %s", meta.get("namespace"), meta["name"], message)
+        # Only the Ready condition can be said with confidence; keep the rest of the status.
         minimal = ScheduledJob.model_validate(
-            {
-                "metadata": body["metadata"],
-                "spec": {"schedule": "@daily"},
-                "status": _lenient_status(body),
-            }
+            {"metadata": meta, "spec": {"schedule": "@daily"}, "status": _lenient_status(body)}
         )
-        await self._report_invalid(minimal, body, "InvalidSpec", message, now)
+        await self._report(minimal, body, "InvalidSpec", message, now)
+
+
+def _secret_value(data: dict[str, str], key: str) -> bytes | None:
+    raw = data.get(key)
+    if raw is None:
+        return None
+    try:
+        return base64.b64decode(raw)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _lenient_status(body: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +410,7 @@ def _seconds_until_next(status: ScheduledJobStatus, now: datetime) -> float | No
     return (status.next_run_times[0] - now).total_seconds() + SLOT_SETTLE_SECONDS
 
 
-_DAY_SEMANTICS_NOTE = (
-    "both day-of-month and day-of-week are restricted: the CronJob runs when EITHER matches, "
-    "backend temporal would run only when BOTH match"
+_DAY_SEMANTICS = (
+    "both day-of-month and day-of-week are restricted: backend kubernetes runs when EITHER "
+    "matches, backend temporal only when BOTH match"
 )

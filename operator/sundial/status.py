@@ -11,7 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sundial.cronjob import cronjob_name
+from temporalio.client import ScheduleDescription
+
+from sundial.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
 from sundial.models import (
     BackendRef,
     Condition,
@@ -22,7 +24,13 @@ from sundial.models import (
 from sundial.schedule import Timetable
 
 READY = "Ready"
+RECONCILED = "Reconciled"
+PAUSED_IN_TEMPORAL = "PausedInTemporal"
 NEXT_RUN_COUNT = 3
+
+
+def find_condition(conditions: list[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)
 
 
 def condition(
@@ -36,7 +44,7 @@ def condition(
     generation: int,
 ) -> Condition:
     """A condition whose lastTransitionTime moves only when its status does."""
-    old = next((c for c in previous if c.type == type_), None)
+    old = find_condition(previous, type_)
     since = old.last_transition_time if old is not None and old.status == status else now
     return Condition(
         type=type_,
@@ -79,6 +87,34 @@ def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> 
     )
 
 
+def _ready_status(
+    sj: ScheduledJob,
+    *,
+    reason: str,
+    message: str,
+    notes: list[str] | None,
+    now: datetime,
+    **observed: Any,
+) -> ScheduledJobStatus:
+    """The status of a ScheduledJob whose backend is in step: what the backend reports,
+    plus the run counters kept from before (only the missed-runs pass moves them)."""
+    previous = sj.status
+    ready = condition(
+        previous.conditions, READY, "True", reason, "; ".join([message, *(notes or [])]),
+        now=now, generation=sj.metadata.generation,
+    )  # fmt: skip
+    return ScheduledJobStatus(
+        observed_generation=sj.metadata.generation,
+        conditions=with_condition(previous.conditions, ready),
+        backend=sj.spec.backend,
+        missed_runs=previous.missed_runs,
+        skipped_runs=previous.skipped_runs,
+        last_missed_time=previous.last_missed_time,
+        recent_missed_runs=previous.recent_missed_runs,
+        **observed,
+    )
+
+
 def kubernetes_status(
     sj: ScheduledJob,
     cronjob: dict[str, Any],
@@ -88,24 +124,13 @@ def kubernetes_status(
     notes: list[str] | None = None,
 ) -> ScheduledJobStatus:
     """Status of a ScheduledJob whose CronJob is in step with its spec."""
-    previous = sj.status
     observed = cronjob.get("status") or {}
-    message = "CronJob is in step with the spec"
-    if notes:
-        message = "; ".join([message, *notes])
-    ready = condition(
-        previous.conditions,
-        READY,
-        "True",
-        "Reconciled",
-        message,
+    return _ready_status(
+        sj,
+        reason=RECONCILED,
+        message="CronJob is in step with the spec",
+        notes=notes,
         now=now,
-        generation=sj.metadata.generation,
-    )
-    return ScheduledJobStatus(
-        observed_generation=sj.metadata.generation,
-        conditions=with_condition(previous.conditions, ready),
-        backend="kubernetes",
         backend_ref=BackendRef(
             kind="CronJob", name=cronjob_name(sj.metadata.name), namespace=sj.metadata.namespace
         ),
@@ -113,10 +138,47 @@ def kubernetes_status(
         last_successful_time=_parse_time(observed.get("lastSuccessfulTime")),
         active=len(observed.get("active") or []),
         next_run_times=[] if sj.spec.suspend else table.next_runs(now, NEXT_RUN_COUNT),
-        missed_runs=previous.missed_runs,
-        skipped_runs=previous.skipped_runs,
-        last_missed_time=previous.last_missed_time,
-        recent_missed_runs=previous.recent_missed_runs,
+        spec_hash=(cronjob.get("metadata", {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION),
+    )
+
+
+def temporal_status(
+    sj: ScheduledJob,
+    description: ScheduleDescription,
+    *,
+    namespace: str,
+    schedule_id: str,
+    spec_hash: str,
+    fingerprint: str,
+    now: datetime,
+    notes: list[str] | None = None,
+) -> ScheduledJobStatus:
+    """Status of a ScheduledJob whose Temporal Schedule is in step, from describe()."""
+    info = description.info
+    state = description.schedule.state
+    if state.paused and not sj.spec.suspend:
+        reason = PAUSED_IN_TEMPORAL
+        message = (
+            f"schedule is paused in Temporal ({state.note or 'no note'}); Sundial leaves it "
+            "paused: unpause it in Temporal, or set spec.suspend to true and back to false"
+        )
+    else:
+        reason, message = RECONCILED, "Temporal schedule is in step with the spec"
+    scheduled = [action.scheduled_at for action in info.recent_actions]
+    return _ready_status(
+        sj,
+        reason=reason,
+        message=message,
+        notes=notes,
+        now=now,
+        backend_ref=BackendRef(
+            kind="TemporalSchedule", namespace=namespace, schedule_id=schedule_id
+        ),
+        last_schedule_time=max(scheduled) if scheduled else None,
+        active=len(info.running_actions),
+        next_run_times=[] if state.paused else list(info.next_action_times[:NEXT_RUN_COUNT]),
+        spec_hash=spec_hash,
+        backend_fingerprint=fingerprint,
     )
 
 

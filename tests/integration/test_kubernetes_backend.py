@@ -351,6 +351,18 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         },
         "at least 1s",
     ),
+    (
+        "retry-intervals",
+        {
+            "backend": "temporal",
+            "workflow": {
+                "type": "w",
+                "taskQueue": "q",
+                "retryPolicy": {"initialInterval": "10s", "maximumInterval": "1s"},
+            },
+        },
+        "maximumInterval must not be shorter than initialInterval",
+    ),
     ("history-limit", {"successfulRunsHistoryLimit": 1000}, "less than or equal to 100"),
     (
         "end-before-start",

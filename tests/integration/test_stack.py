@@ -64,7 +64,7 @@ def api(stack: LocalStack) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture(scope="module")
-def namespace(api: client.ApiClient) -> Iterator[str]:
+def cron_namespace(api: client.ApiClient) -> Iterator[str]:
     core = client.CoreV1Api(api)
     name = unique("stack-test")
     core.create_namespace({"metadata": {"name": name}})
@@ -81,7 +81,7 @@ class TickingCronJob:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cronjob(api: client.ApiClient, namespace: str) -> Iterator[TickingCronJob]:
+def cronjob(api: client.ApiClient, cron_namespace: str) -> Iterator[TickingCronJob]:
     batch = client.BatchV1Api(api)
     name = unique("every-minute")
     body = {
@@ -104,10 +104,10 @@ def cronjob(api: client.ApiClient, namespace: str) -> Iterator[TickingCronJob]:
             },
         },
     }
-    created = batch.create_namespaced_cron_job(namespace, body)
-    yield TickingCronJob(namespace, name, created.metadata.uid, time.monotonic())
+    created = batch.create_namespaced_cron_job(cron_namespace, body)
+    yield TickingCronJob(cron_namespace, name, created.metadata.uid, time.monotonic())
     try:
-        batch.delete_namespaced_cron_job(name, namespace, propagation_policy="Background")
+        batch.delete_namespaced_cron_job(name, cron_namespace, propagation_policy="Background")
     except ApiException as error:
         if error.status != 404:
             raise

@@ -1,0 +1,98 @@
+"""`make run`: the operator in the foreground, on the local stack or on your own cluster.
+
+    python hack/run.py --cluster local      # build/reuse the real servers, start them
+    python hack/run.py --cluster existing   # your current kubeconfig context
+
+Installs the CRD, applies manifests/samples/, prints how to reach everything, then runs
+`python -m sundial` until Ctrl-C, which stops the operator and (local) the stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from localstack import LocalStack
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def kubectl_for_existing_cluster() -> str:
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    built = subprocess.run(
+        [str(REPO / "hack" / "build-binaries.sh")], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return str(Path(built) / "kubectl")
+
+
+def install(kubectl: str, env: dict[str, str]) -> None:
+    def run(*args: str) -> None:
+        subprocess.run([kubectl, *args], check=True, env=env)
+
+    run("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    run("wait", "--for=condition=Established", "--timeout=60s", "crd/scheduledjobs.sundial.dev")
+    run("apply", "-f", str(REPO / "manifests" / "samples"))
+
+
+def run_operator(env: dict[str, str]) -> int:
+    operator = subprocess.Popen([sys.executable, "-m", "sundial"], env=env)
+    try:
+        return operator.wait()
+    except KeyboardInterrupt:
+        operator.send_signal(signal.SIGINT)
+        try:
+            return operator.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            return operator.wait()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cluster", choices=["local", "existing"], default="local")
+    args = parser.parse_args()
+    # SIGTERM (e.g. from a process manager) stops everything like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
+
+    if args.cluster == "existing":
+        env = dict(os.environ)
+        kubectl = kubectl_for_existing_cluster()
+        install(kubectl, env)
+        print(f"\nSundial runs against your current context ({kubectl} config current-context).")
+        print("Try: kubectl get scheduledjobs -A\n", flush=True)
+        return run_operator(env)
+
+    with LocalStack() as stack:
+        env = {**os.environ, **stack.env()}
+        env.setdefault("SUNDIAL_TEMPORAL_ADDRESS", stack.temporal_address)
+        install(str(stack.kubectl), env)
+        print(
+            "\nThe local stack is up. In another terminal:\n"
+            f"  export KUBECONFIG={stack.kubeconfig}\n"
+            f"  {stack.kubectl} get namespaces\n"
+            f"  {stack.kubectl} get scheduledjobs -A\n"
+            f"  Temporal: {stack.temporal_address} "
+            f"(temporal schedule list --address {stack.temporal_address})\n"
+            f"  Server logs: {stack.log_dir}\n"
+            "Ctrl-C stops the operator and the stack.\n",
+            flush=True,
+        )
+        try:
+            return run_operator(env)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""The temporal backend end to end: real Temporal dev server, real Kubernetes, a real worker."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.client import (
+    ScheduleDescription,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from localstack import LocalStack
+from support import Kubectl, OperatorProcess, TemporalSide, consistently, eventually
+from temporal_workflows import TASK_QUEUE
+
+pytestmark = pytest.mark.cluster
+
+PREFIX = "sundial/"
+
+
+def scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    spec.setdefault("backend", "temporal")
+    if "schedule" not in spec:
+        spec.setdefault("interval", {"every": "2s"})
+    spec.setdefault("workflow", {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": [name]})
+    return {
+        "apiVersion": "sundial.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def schedule_id(namespace: str, name: str) -> str:
+    return f"{PREFIX}{namespace}/{name}"
+
+
+def describe(temporal: TemporalSide, namespace: str, name: str) -> ScheduleDescription | None:
+    async def call() -> ScheduleDescription | None:
+        try:
+            return await temporal.client.get_schedule_handle(
+                schedule_id(namespace, name)
+            ).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+
+    return temporal.run(call)
+
+
+def ready_condition(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
+    sj = kubectl.get("scheduledjob", name, namespace) or {}
+    conditions = {c["type"]: c for c in sj.get("status", {}).get("conditions", [])}
+    return conditions.get("Ready", {})
+
+
+def ready(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
+    sj = kubectl.get("scheduledjob", name, namespace)
+    if sj is None:
+        return None
+    status = sj.get("status", {})
+    ok = (
+        ready_condition(kubectl, name, namespace).get("status") == "True"
+        and status.get("observedGeneration") == sj["metadata"]["generation"]
+    )
+    return sj if ok else None
+
+
+def test_apply_creates_the_schedule_and_the_workflow_runs(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    temporal.ensure_worker()
+    kubectl.apply(
+        scheduledjob(
+            "ticker",
+            namespace,
+            startingDeadlineSeconds=30,
+            jitter="100ms",
+            workflow={
+                "type": "SundialTick",
+                "taskQueue": TASK_QUEUE,
+                "args": ["hello"],
+                "executionTimeout": "1m",
+                "retryPolicy": {"maximumAttempts": 2},
+                "memo": {"team": "billing"},
+            },
+        )
+    )
+    sj = eventually(lambda: ready(kubectl, "ticker", namespace), what="Ready")
+    assert sj["metadata"]["finalizers"] == ["sundial.dev/temporal-schedule"]
+    status = sj["status"]
+    assert status["backend"] == "temporal"
+    assert status["backendRef"] == {
+        "kind": "TemporalSchedule",
+        "namespace": "default",
+        "scheduleId": schedule_id(namespace, "ticker"),
+    }
+
+    description = describe(temporal, namespace, "ticker")
+    assert description is not None
+    schedule = description.schedule
+    assert list(schedule.spec.intervals) == [ScheduleIntervalSpec(every=timedelta(seconds=2))]
+    assert schedule.spec.time_zone_name == "UTC"
+    assert schedule.spec.jitter == timedelta(milliseconds=100)
+    assert schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+    assert schedule.policy.catchup_window == timedelta(seconds=30)
+    action = schedule.action
+    assert action.workflow == "SundialTick"  # type: ignore[attr-defined]
+    assert action.task_queue == TASK_QUEUE  # type: ignore[attr-defined]
+    assert action.execution_timeout == timedelta(minutes=1)  # type: ignore[attr-defined]
+    assert action.retry_policy.maximum_attempts == 2  # type: ignore[attr-defined]
+
+    # The workflow really runs, on schedule, by the test's own worker.
+    def two_runs_finished() -> list[str]:
+        info = describe(temporal, namespace, "ticker")
+        assert info is not None
+        ids = [a.action.workflow_id for a in info.info.recent_actions]  # type: ignore[attr-defined]
+        assert len(ids) >= 2, ids
+        results = [
+            temporal.run(
+                lambda i=i: temporal.client.get_workflow_handle(i).result(),  # type: ignore[misc]
+                timeout=30,
+            )
+            for i in ids[:2]
+        ]
+        return results
+
+    results = eventually(two_runs_finished, timeout=60, what="two scheduled runs finished")
+    assert all(r.startswith("hello from ") for r in results)
+
+    sj = eventually(
+        lambda: (
+            (s := kubectl.get("scheduledjob", "ticker", namespace))
+            and s["status"].get("lastScheduleTime")
+            and s
+        ),
+        what="lastScheduleTime",
+    )
+    assert len(sj["status"]["nextRunTimes"]) == 3
+
+
+def test_update_suspend_and_resume_are_followed(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    manifest = scheduledjob("follow", namespace)
+    kubectl.apply(manifest)
+    eventually(lambda: ready(kubectl, "follow", namespace), what="Ready")
+
+    updated = copy.deepcopy(manifest)
+    updated["spec"].pop("interval")
+    updated["spec"].update(
+        schedule="*/10 * * * *", timeZone="Europe/Berlin", concurrencyPolicy="BufferAll"
+    )
+    kubectl.apply(updated)
+
+    def followed() -> bool:
+        description = describe(temporal, namespace, "follow")
+        assert description is not None
+        spec = description.schedule.spec
+        assert spec.time_zone_name == "Europe/Berlin"
+        assert not spec.intervals
+        assert spec.calendars or spec.cron_expressions
+        assert description.schedule.policy.overlap == ScheduleOverlapPolicy.BUFFER_ALL
+        return True
+
+    eventually(followed, what="schedule follows the update")
+    sj = eventually(lambda: ready(kubectl, "follow", namespace), what="Ready after update")
+    assert all(t.endswith(("0:00Z", "0:00+00:00")) for t in sj["status"]["nextRunTimes"])
+
+    updated["spec"]["suspend"] = True
+    kubectl.apply(updated)
+    eventually(
+        lambda: (
+            (d := describe(temporal, namespace, "follow")) is not None
+            and d.schedule.state.paused
+            and "Sundial" in (d.schedule.state.note or "")
+        ),
+        what="paused",
+    )
+    eventually(
+        lambda: (s := ready(kubectl, "follow", namespace)) and s["status"]["nextRunTimes"] == [],
+        what="no next runs while suspended",
+    )
+    updated["spec"]["suspend"] = False
+    kubectl.apply(updated)
+    eventually(
+        lambda: (
+            (d := describe(temporal, namespace, "follow")) is not None
+            and not d.schedule.state.paused
+        ),
+        what="unpaused",
+    )
+
+
+def test_out_of_band_update_and_delete_are_restored(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    kubectl.apply(scheduledjob("drift", namespace, interval={"every": "1m"}))
+    eventually(lambda: ready(kubectl, "drift", namespace), what="Ready")
+    handle = temporal.client.get_schedule_handle(schedule_id(namespace, "drift"))
+
+    def tamper(current: ScheduleUpdateInput) -> ScheduleUpdate:
+        schedule = current.description.schedule
+        schedule.spec.intervals = [ScheduleIntervalSpec(every=timedelta(hours=7))]
+        return ScheduleUpdate(schedule=schedule)
+
+    temporal.run(lambda: handle.update(tamper))
+    eventually(
+        lambda: (
+            (d := describe(temporal, namespace, "drift")) is not None
+            and list(d.schedule.spec.intervals)
+            == [ScheduleIntervalSpec(every=timedelta(minutes=1))]
+        ),
+        timeout=60,
+        what="out-of-band update undone",
+    )
+
+    temporal.run(handle.delete)
+    eventually(
+        lambda: describe(temporal, namespace, "drift") is not None,
+        timeout=60,
+        what="deleted schedule recreated",
+    )
+
+
+def test_a_pause_by_hand_is_reported_not_undone(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    kubectl.apply(scheduledjob("paused", namespace, interval={"every": "1m"}))
+    eventually(lambda: ready(kubectl, "paused", namespace), what="Ready")
+    handle = temporal.client.get_schedule_handle(schedule_id(namespace, "paused"))
+    temporal.run(lambda: handle.pause(note="paused by the on-call"))
+    condition = eventually(
+        lambda: (
+            (c := ready_condition(kubectl, "paused", namespace)).get("reason") == "PausedInTemporal"
+            and c
+        ),
+        what="pause reported",
+    )
+    assert "paused by the on-call" in condition["message"]
+    consistently(
+        lambda: (
+            (d := describe(temporal, namespace, "paused")) is not None and d.schedule.state.paused
+        ),
+        duration=12,
+    )
+
+
+def test_delete_removes_the_schedule_and_the_finalizer(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    kubectl.apply(scheduledjob("doomed", namespace, interval={"every": "1m"}))
+    eventually(lambda: ready(kubectl, "doomed", namespace), what="Ready")
+    kubectl.run("delete", "scheduledjob", "doomed", "-n", namespace, "--wait=false")
+    eventually(
+        lambda: kubectl.get("scheduledjob", "doomed", namespace) is None, what="ScheduledJob gone"
+    )
+    assert describe(temporal, namespace, "doomed") is None
+
+
+def test_temporal_outage_is_reported_and_recovered_without_restart(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    temporal: TemporalSide,
+    stack: LocalStack,
+    namespace: str,
+) -> None:
+    kubectl.apply(scheduledjob("steady", namespace, interval={"every": "1m"}))
+    kubectl.apply(scheduledjob("leaving", namespace, interval={"every": "1m"}))
+    eventually(lambda: ready(kubectl, "steady", namespace), what="Ready")
+    eventually(lambda: ready(kubectl, "leaving", namespace), what="Ready")
+    stack.stop_temporal()
+    try:
+        kubectl.run("delete", "scheduledjob", "leaving", "-n", namespace, "--wait=false")
+        eventually(
+            lambda: (
+                ready_condition(kubectl, "steady", namespace).get("reason") == "BackendUnavailable"
+            ),
+            timeout=60,
+            what="BackendUnavailable while Temporal is down",
+        )
+        eventually(
+            lambda: (
+                ready_condition(kubectl, "leaving", namespace).get("reason") == "BackendUnavailable"
+            ),
+            timeout=60,
+            what="deletion waits for Temporal",
+        )
+        assert kubectl.get("scheduledjob", "leaving", namespace) is not None
+    finally:
+        stack.start_temporal()
+    eventually(lambda: ready(kubectl, "steady", namespace), timeout=90, what="Ready again")
+    eventually(
+        lambda: kubectl.get("scheduledjob", "leaving", namespace) is None,
+        timeout=90,
+        what="deleted once Temporal is back",
+    )
+    assert describe(temporal, namespace, "leaving") is None
+    operator.assert_alive()
+
+
+def test_switching_backends_keeps_one_resource(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    manifest = scheduledjob(
+        "switch", namespace, backend="kubernetes", schedule="*/5 * * * *",
+        job={"image": "registry.example/app:1"},
+    )  # fmt: skip
+    manifest["spec"].pop("interval", None)
+    kubectl.apply(manifest)
+    eventually(lambda: ready(kubectl, "switch", namespace), what="Ready on kubernetes")
+
+    def resources() -> tuple[bool, bool]:
+        return (
+            kubectl.get("cronjob", "switch", namespace) is not None,
+            describe(temporal, namespace, "switch") is not None,
+        )
+
+    def switch_to(backend: str, expected: tuple[bool, bool]) -> None:
+        manifest["spec"]["backend"] = backend
+        kubectl.apply(manifest)
+        for _ in range(200):
+            cronjob, schedule = resources()
+            assert not (cronjob and schedule), "both backends active at once"
+            if (cronjob, schedule) == expected and ready(kubectl, "switch", namespace):
+                break
+        else:
+            raise AssertionError(f"switch to {backend} did not finish")
+        status = kubectl.get("scheduledjob", "switch", namespace)["status"]  # type: ignore[index]
+        assert status["backend"] == backend
+        events = kubectl.run(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "involvedObject.name=switch,reason=BackendSwitched",
+        ).stdout
+        assert f"switched to backend {backend}" in events
+
+    switch_to("temporal", (False, True))
+    switch_to("kubernetes", (True, False))
+    sj = kubectl.get("scheduledjob", "switch", namespace)
+    assert sj is not None
+    assert "sundial.dev/temporal-schedule" not in sj["metadata"].get("finalizers", [])
+
+
+def test_bad_temporal_input_is_reported_and_isolated(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    cases = {
+        "no-secret": ({"temporal": {"apiKeySecretRef": {"name": "missing"}}}, "SecretNotFound"),
+        "unreachable": ({"temporal": {"address": "127.0.0.1:1"}}, "BackendUnavailable"),
+        "unknown-namespace": (
+            {"temporal": {"namespace": "no-such-namespace"}},
+            "TemporalRejected",
+        ),
+    }  # fmt: skip
+    for name, (spec, _) in cases.items():
+        kubectl.apply(scheduledjob(name, namespace, interval={"every": "1m"}, **spec))
+    kubectl.apply(scheduledjob("neighbour", namespace, interval={"every": "1m"}))
+    for name, (_, reason) in cases.items():
+        condition = eventually(
+            lambda n=name, r=reason: (
+                (c := ready_condition(kubectl, n, namespace)).get("reason") == r and c
+            ),
+            timeout=60,
+            what=f"{name}: {reason}",
+        )
+        assert condition["status"] == "False"
+        assert "secret-value" not in condition["message"]
+    eventually(lambda: ready(kubectl, "neighbour", namespace), what="neighbour unaffected")
+    events = kubectl.run(
+        "get", "events", "-n", namespace, "--field-selector", "type=Warning"
+    ).stdout
+    assert "SecretNotFound" in events
+    operator.assert_alive()
