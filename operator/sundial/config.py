@@ -19,6 +19,7 @@ class OperatorConfig(BaseModel):
     workers: int = Field(default=4, ge=1, le=64, description="Concurrent reconciles.")
     log_level: str = "INFO"
     health_port: int = Field(default=8080, description="/healthz for the liveness probe.")
+    metrics_port: int = Field(default=9090, ge=0, description="/metrics; 0 turns it off.")
     temporal_address: str = Field(default="localhost:7233", description="Temporal frontend.")
     temporal_namespace: str = "default"
     temporal_tls_cert_file: str | None = Field(default=None, description="Client certificate.")

@@ -404,6 +404,27 @@ class MissedRun(ApiModel):
     reason: MissReason
 
 
+class TemporalCounters(ApiModel):
+    """describe() counters as last seen; a rise since then is a newly missed or skipped run."""
+
+    missed_catchup_window: int = 0
+    overlap_skipped: int = 0
+    buffer_dropped: int = 0
+
+
+class RunAccounting(ApiModel):
+    """Where missed-run detection stands; kept in status so that slots passing while the
+    operator is down are still judged, once, when it returns."""
+
+    accounted_until: datetime = Field(
+        description="Every slot up to this time has been judged: ran, missed or skipped."
+    )
+    spec_hash: str | None = Field(
+        default=None, description="The schedule the slots were computed from."
+    )
+    temporal_counters: TemporalCounters | None = None
+
+
 class ScheduledJobStatus(ApiModel):
     # Status written by an older operator may hold fields this one no longer knows.
     model_config = ConfigDict(extra="ignore")
@@ -430,6 +451,7 @@ class ScheduledJobStatus(ApiModel):
     skipped_runs: int | None = Field(default=None, description="Runs skipped by overlap policy.")
     last_missed_time: datetime | None = None
     recent_missed_runs: list[MissedRun] = Field(default_factory=list, max_length=10)
+    run_accounting: RunAccounting | None = None
     spec_hash: str | None = Field(
         default=None, description="Hash of the spec the backend was last written from."
     )

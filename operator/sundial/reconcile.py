@@ -14,18 +14,36 @@ import binascii
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
+from temporalio.client import ScheduleDescription
 
 from sundial import cronjob as cj
 from sundial import status as st
 from sundial.config import OperatorConfig
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid, is_not_found
-from sundial.models import ScheduledJob, ScheduledJobStatus
-from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.metrics import Metrics
+from sundial.missed import (
+    JobRecord,
+    Judgement,
+    KubernetesEvidence,
+    TemporalEvidence,
+    judge_kubernetes,
+    judge_temporal,
+    start_accounting,
+    timetable_hash,
+)
+from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus, TemporalCounters
+from sundial.schedule import (
+    ScheduleError,
+    Timetable,
+    both_days_restricted,
+    parse_duration,
+    timetable,
+)
 from sundial.temporal import (
     Connection,
     Temporal,
@@ -61,6 +79,20 @@ class Cache(Protocol):
 
     def cronjob(self, key: Key) -> dict[str, Any] | None: ...
 
+    def jobs(self, key: Key) -> list[JobRecord]: ...
+
+    def seen_slots(self, key: Key) -> frozenset[datetime]: ...
+
+    @property
+    def watching_since(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: ScheduledJobStatus
+    requeue_after: float | None
+    new_runs: list[MissedRun]
+
 
 class SpecProblem(Exception):
     """Only a change to the spec (or to a Secret it names) can fix this."""
@@ -80,6 +112,7 @@ class Reconciler:
     temporal: Temporal
     config: OperatorConfig
     default_connection: Connection
+    metrics: Metrics
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     # (spec hash, generation) of each CronJob as last written: the apiserver canonicalises
     # some values (quantities), so a pass also accepts what it wrote itself.
@@ -92,6 +125,7 @@ class Reconciler:
         if body is None:
             self._written.pop(key, None)
             self.events.forget(*key)
+            self.metrics.forget(key)
             return None
         now = self.clock()
 
@@ -110,26 +144,33 @@ class Reconciler:
         try:
             table = timetable(sj.spec)
             if sj.spec.backend == "temporal":
-                new_status, requeue_after = await self._reconcile_temporal(key, sj, body, now)
+                outcome = await self._reconcile_temporal(key, sj, table, now)
             else:
-                new_status, requeue_after = await self._reconcile_kubernetes(
-                    key, sj, body, table, now
-                )
+                outcome = await self._reconcile_kubernetes(key, sj, table, now)
         except (ScheduleError, SpecProblem) as problem:
             await self._report(sj, body, problem.reason, problem.message, now)
             return problem.retry_after if isinstance(problem, SpecProblem) else None
         except TemporalUnavailable as error:
             await self._report(sj, body, "BackendUnavailable", str(error), now)
             raise
-        await self._announce(sj, new_status, now)
-        await self._write_status(sj, body, new_status)
-        return requeue_after
+        await self._announce(sj, outcome.status, now)
+        # Status first: if the write fails, the next pass judges the same slots again, and
+        # the Events and counters below have not been emitted twice.
+        await self._write_status(sj, body, outcome.status)
+        await self._announce_runs(sj, outcome.new_runs, now)
+        self.metrics.runs(key, sj.spec.backend, outcome.new_runs)
+        next_runs = outcome.status.next_run_times
+        self.metrics.times(
+            key, sj.spec.backend, outcome.status.last_schedule_time,
+            next_runs[0] if next_runs else None,
+        )  # fmt: skip
+        return outcome.requeue_after
 
     # ---- kubernetes backend ----------------------------------------------------------
 
     async def _reconcile_kubernetes(
-        self, key: Key, sj: ScheduledJob, body: dict[str, Any], table: Timetable, now: datetime
-    ) -> tuple[ScheduledJobStatus, float | None]:
+        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
+    ) -> Outcome:
         # A schedule left from backend: temporal goes first: never both active at once.
         if TEMPORAL_FINALIZER in sj.metadata.finalizers:
             await self._delete_schedule(sj)
@@ -153,9 +194,30 @@ class Reconciler:
             spec_hash = desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
             self._written[key] = (spec_hash, live["metadata"].get("generation", 0))
             log.info("wrote CronJob %s/%s", *key)
+        observed = live.get("status") or {}
+        last_schedule_time = st.parse_time(observed.get("lastScheduleTime"))
+        accounting = start_accounting(
+            sj.status.run_accounting, timetable_hash(sj.spec), now,
+            since=st.parse_time(live["metadata"].get("creationTimestamp")),
+        )  # fmt: skip
+        ttl = desired["spec"]["jobTemplate"].get("spec", {}).get("ttlSecondsAfterFinished")
+        evidence = KubernetesEvidence(
+            jobs=self.cache.jobs(key),
+            seen_slots=self.cache.seen_slots(key),
+            watching_since=self.cache.watching_since,
+            last_schedule_time=last_schedule_time,
+            successful_history_limit=sj.spec.successful_runs_history_limit,
+            failed_history_limit=sj.spec.failed_runs_history_limit,
+            ttl_seconds_after_finished=ttl,
+        )
+        judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         notes = [_DAY_SEMANTICS] if table.cron and both_days_restricted(table.cron) else []
-        new_status = st.kubernetes_status(sj, live, table, now=now, notes=notes)
-        return new_status, _seconds_until_next(new_status, now)
+        new_status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
+        wake = [_seconds_until_next(new_status, now)]
+        if judgement.recheck_at is not None:
+            wake.append((judgement.recheck_at - now).total_seconds())
+        requeue_after = min((w for w in wake if w is not None), default=None)
+        return Outcome(new_status, requeue_after, judgement.new_runs)
 
     def _in_step(self, key: Key, desired: dict[str, Any], live: dict[str, Any]) -> bool:
         if not cj.metadata_in_step(desired, live):
@@ -171,8 +233,8 @@ class Reconciler:
     # ---- temporal backend ------------------------------------------------------------
 
     async def _reconcile_temporal(
-        self, key: Key, sj: ScheduledJob, body: dict[str, Any], now: datetime
-    ) -> tuple[ScheduledJobStatus, float | None]:
+        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
+    ) -> Outcome:
         connection = await self._connection(sj)
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
@@ -223,12 +285,12 @@ class Reconciler:
         if description is None:
             raise TemporalUnavailable(f"schedule {identity} vanished while being written")
 
-        notes = []
-        if sj.spec.schedule and both_days_restricted(" ".join(sj.spec.schedule.split())):
-            notes.append(_DAY_SEMANTICS)
+        judgement = self._judge_temporal(sj, table, description, now)
+        notes = [_DAY_SEMANTICS] if table.cron and both_days_restricted(table.cron) else []
         new_status = st.temporal_status(
             sj,
             description,
+            judgement,
             namespace=connection.namespace,
             schedule_id=identity,
             spec_hash=spec_hash,
@@ -236,7 +298,32 @@ class Reconciler:
             now=now,
             notes=notes,
         )
-        return new_status, self.config.temporal_resync_seconds
+        return Outcome(new_status, self.config.temporal_resync_seconds, judgement.new_runs)
+
+    @staticmethod
+    def _judge_temporal(
+        sj: ScheduledJob, table: Timetable, description: ScheduleDescription, now: datetime
+    ) -> Judgement:
+        info = description.info
+        counters = TemporalCounters(
+            missed_catchup_window=info.num_actions_missed_catchup_window,
+            overlap_skipped=info.num_actions_skipped_overlap,
+            buffer_dropped=description.raw_description.info.buffer_dropped,
+        )
+        accounting = start_accounting(
+            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at
+        )
+        if accounting.temporal_counters is None:
+            # A fresh start: what the counters held before is not this schedule's news.
+            accounting = accounting.model_copy(update={"temporal_counters": counters})
+        evidence = TemporalEvidence(
+            counters=counters,
+            recent_scheduled=[a.scheduled_at for a in info.recent_actions],
+            recent_started=[a.started_at for a in info.recent_actions],
+            paused=description.schedule.state.paused,
+            jitter=parse_duration(sj.spec.jitter) if sj.spec.jitter else timedelta(0),
+        )
+        return judge_temporal(table, accounting, evidence, now)
 
     async def _connection(self, sj: ScheduledJob) -> Connection:
         """The operator's default connection, or the object's own. Credentials come only
@@ -329,6 +416,22 @@ class Reconciler:
         await self._set_finalizer(sj, present=False)
 
     # ---- status ----------------------------------------------------------------------
+
+    async def _announce_runs(
+        self, sj: ScheduledJob, new_runs: list[MissedRun], now: datetime
+    ) -> None:
+        """One Warning Event per kind of newly judged run; repeats within the aggregation
+        window raise its count, so a long outage is one Event, not a storm."""
+        for reason in sorted({run.reason for run in new_runs}):
+            runs = [r for r in new_runs if r.reason == reason]
+            verb = "skipped" if reason == "OverlapSkipped" else "missed"
+            times = ", ".join(st.iso(r.scheduled_time) for r in runs[:5])
+            more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+            message = f"{len(runs)} run(s) {verb} ({reason}): scheduled for {times}{more}"
+            await self.events.record(
+                sj, "Warning", "RunSkipped" if verb == "skipped" else "RunMissed", message,
+                now=now, aggregate_key=reason,
+            )  # fmt: skip
 
     async def _announce(self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime) -> None:
         """Warning Events for what a healthy pass newly reports (once, not every pass)."""

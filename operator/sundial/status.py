@@ -8,12 +8,13 @@ counters that must never decrease.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import ScheduleDescription
 
 from sundial.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
+from sundial.missed import Judgement, Tally, tally
 from sundial.models import (
     BackendRef,
     Condition,
@@ -24,6 +25,7 @@ from sundial.models import (
 from sundial.schedule import Timetable
 
 READY = "Ready"
+RUNS_MISSED = "RunsMissed"
 RECONCILED = "Reconciled"
 PAUSED_IN_TEMPORAL = "PausedInTemporal"
 NEXT_RUN_COUNT = 3
@@ -60,7 +62,7 @@ def with_condition(conditions: list[Condition], new: Condition) -> list[Conditio
     return [c for c in conditions if c.type != new.type] + [new]
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -87,30 +89,84 @@ def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> 
     )
 
 
+def runs_missed(
+    previous: list[Condition],
+    runs: Tally,
+    judgement: Judgement,
+    *,
+    now: datetime,
+    generation: int,
+) -> Condition:
+    """True from a missed run until a later slot runs on time. Skips do not set it: they
+    are the overlap policy doing what it was asked."""
+    old = find_condition(previous, RUNS_MISSED)
+    missed = [r for r in judgement.new_runs if r.reason != "OverlapSkipped"]
+
+    def make(status: ConditionStatus, reason: str, message: str) -> Condition:
+        return condition(previous, RUNS_MISSED, status, reason, message, now=now,
+                         generation=generation)  # fmt: skip
+
+    if missed:
+        newest = max(missed, key=lambda r: r.scheduled_time)
+        return make(
+            "True",
+            newest.reason,
+            f"the run scheduled for {iso(newest.scheduled_time)} was missed ({newest.reason}); "
+            f"{runs.missed_runs} missed and {runs.skipped_runs} skipped in all",
+        )
+    if old is not None and old.status == "True":
+        on_time = judgement.latest_on_time
+        last_missed = runs.last_missed_time
+        if on_time is not None and last_missed is not None and on_time > last_missed:
+            return make("False", "RanOnTime",
+                            f"the run scheduled for {iso(on_time)} ran on time")  # fmt: skip
+        return old
+    return old or make("False", "NoMissedRuns", "no run has been missed")
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def _ready_status(
     sj: ScheduledJob,
     *,
     reason: str,
     message: str,
     notes: list[str] | None,
+    judgement: Judgement,
     now: datetime,
     **observed: Any,
 ) -> ScheduledJobStatus:
     """The status of a ScheduledJob whose backend is in step: what the backend reports,
-    plus the run counters kept from before (only the missed-runs pass moves them)."""
+    and the run tally moved on by this pass's judgement."""
     previous = sj.status
+    generation = sj.metadata.generation
     ready = condition(
         previous.conditions, READY, "True", reason, "; ".join([message, *(notes or [])]),
-        now=now, generation=sj.metadata.generation,
+        now=now, generation=generation,
+    )  # fmt: skip
+    runs = tally(
+        previous.missed_runs,
+        previous.skipped_runs,
+        previous.last_missed_time,
+        previous.recent_missed_runs,
+        judgement.new_runs,
+    )
+    conditions = with_condition(previous.conditions, ready)
+    conditions = with_condition(
+        conditions, runs_missed(previous.conditions, runs, judgement, now=now,
+                                generation=generation)
     )  # fmt: skip
     return ScheduledJobStatus(
-        observed_generation=sj.metadata.generation,
-        conditions=with_condition(previous.conditions, ready),
+        observed_generation=generation,
+        conditions=conditions,
         backend=sj.spec.backend,
-        missed_runs=previous.missed_runs,
-        skipped_runs=previous.skipped_runs,
-        last_missed_time=previous.last_missed_time,
-        recent_missed_runs=previous.recent_missed_runs,
+        missed_runs=runs.missed_runs,
+        skipped_runs=runs.skipped_runs,
+        last_missed_time=runs.last_missed_time,
+        recent_missed_runs=runs.recent_missed_runs,
+        run_accounting=judgement.accounting,
         **observed,
     )
 
@@ -119,6 +175,7 @@ def kubernetes_status(
     sj: ScheduledJob,
     cronjob: dict[str, Any],
     table: Timetable,
+    judgement: Judgement,
     *,
     now: datetime,
     notes: list[str] | None = None,
@@ -130,12 +187,13 @@ def kubernetes_status(
         reason=RECONCILED,
         message="CronJob is in step with the spec",
         notes=notes,
+        judgement=judgement,
         now=now,
         backend_ref=BackendRef(
             kind="CronJob", name=cronjob_name(sj.metadata.name), namespace=sj.metadata.namespace
         ),
-        last_schedule_time=_parse_time(observed.get("lastScheduleTime")),
-        last_successful_time=_parse_time(observed.get("lastSuccessfulTime")),
+        last_schedule_time=parse_time(observed.get("lastScheduleTime")),
+        last_successful_time=parse_time(observed.get("lastSuccessfulTime")),
         active=len(observed.get("active") or []),
         next_run_times=[] if sj.spec.suspend else table.next_runs(now, NEXT_RUN_COUNT),
         spec_hash=(cronjob.get("metadata", {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION),
@@ -145,6 +203,7 @@ def kubernetes_status(
 def temporal_status(
     sj: ScheduledJob,
     description: ScheduleDescription,
+    judgement: Judgement,
     *,
     namespace: str,
     schedule_id: str,
@@ -170,6 +229,7 @@ def temporal_status(
         reason=reason,
         message=message,
         notes=notes,
+        judgement=judgement,
         now=now,
         backend_ref=BackendRef(
             kind="TemporalSchedule", namespace=namespace, schedule_id=schedule_id

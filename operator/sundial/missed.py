@@ -1,0 +1,276 @@
+"""Missed and skipped runs: which slots did not run, and why. Pure; `now` is passed in.
+
+A slot is judged once, when its outcome is certain, and the judgement moves a watermark
+(`RunAccounting.accounted_until`) kept in status, so slots that pass while the operator
+is down are judged when it returns, and none is counted twice. docs/missed-runs.md has
+the definitions for users; the backend facts are in the two judge functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sundial.models import (
+    MissedRun,
+    MissReason,
+    RunAccounting,
+    ScheduledJobSpec,
+    TemporalCounters,
+)
+from sundial.schedule import Timetable
+
+# Time the backend gets to start a slot before the slot is looked at.
+SETTLE = timedelta(seconds=10)
+# A run that started within this of its slot ran on time (it clears RunsMissed).
+ON_TIME = timedelta(seconds=60)
+# Slots judged in one pass; a longer backlog (the operator down for weeks) takes more passes.
+MAX_SLOTS_PER_PASS = 2000
+RECENT_LIMIT = 10
+# The CronJob controller's own threshold for its TooManyMissedTimes warning.
+TOO_MANY_MISSED = 100
+
+
+def timetable_hash(spec: ScheduledJobSpec) -> str:
+    """What the slots depend on: a change starts the accounting afresh from that moment."""
+    relevant = spec.model_dump(
+        mode="json",
+        include={"backend", "schedule", "interval", "time_zone", "suspend", "start_time",
+                 "end_time"},
+    )  # fmt: skip
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One Job the CronJob controller created (manual `--from` Jobs are not slots)."""
+
+    scheduled_time: datetime
+    created: datetime
+    start_time: datetime | None = None
+    # When it completed or failed; None while it runs.
+    finished_at: datetime | None = None
+    succeeded: bool = False
+    failed: bool = False
+
+    def active_at(self, moment: datetime) -> bool:
+        began = self.start_time or self.created
+        return began <= moment and (self.finished_at is None or self.finished_at > moment)
+
+
+@dataclass(frozen=True)
+class KubernetesEvidence:
+    jobs: list[JobRecord]
+    # Slots whose Job the operator saw created since it started watching, even if the
+    # Job is gone now (history limits, ttlSecondsAfterFinished).
+    seen_slots: frozenset[datetime]
+    watching_since: datetime
+    last_schedule_time: datetime | None
+    successful_history_limit: int
+    failed_history_limit: int
+    ttl_seconds_after_finished: int | None
+
+
+@dataclass
+class Judgement:
+    new_runs: list[MissedRun] = field(default_factory=list)
+    accounting: RunAccounting | None = None
+    # When the next undecided slot becomes certain, for the work queue.
+    recheck_at: datetime | None = None
+    # The newest slot that ran on time, if any was seen in this pass.
+    latest_on_time: datetime | None = None
+
+
+def start_accounting(
+    previous: RunAccounting | None, spec_key: str, now: datetime, since: datetime | None
+) -> RunAccounting:
+    """The watermark to judge from: kept while the schedule is unchanged, else `now`."""
+    if previous is not None and previous.spec_hash == spec_key:
+        return previous
+    start = max(now, since) if since is not None else now
+    return RunAccounting(accounted_until=start, spec_hash=spec_key)
+
+
+def judge_kubernetes(
+    table: Timetable,
+    spec: ScheduledJobSpec,
+    accounting: RunAccounting,
+    evidence: KubernetesEvidence,
+    now: datetime,
+) -> Judgement:
+    """Slots of a CronJob that no Job started and none can start any more.
+
+    The controller starts only the most recent unmet slot, within the deadline, so a slot
+    without a Job is certain once the next slot (or its deadline) has passed.
+    """
+    if spec.suspend:
+        # Suspended slots are neither missed nor skipped; resuming starts afresh.
+        return Judgement(accounting=accounting.model_copy(update={"accounted_until": now}))
+    ran = {job.scheduled_time for job in evidence.jobs} | evidence.seen_slots
+    if evidence.last_schedule_time is not None:
+        ran.add(evidence.last_schedule_time)
+    deadline = (
+        timedelta(seconds=spec.starting_deadline_seconds)
+        if spec.starting_deadline_seconds is not None
+        else None
+    )
+    slots = table.slots_between(accounting.accounted_until, now, MAX_SLOTS_PER_PASS + 1)
+    judgement = Judgement(accounting=accounting)
+    watermark = accounting.accounted_until
+    for index, slot in enumerate(slots[:MAX_SLOTS_PER_PASS]):
+        if slot in ran:
+            watermark = slot
+            continue
+        following = slots[index + 1] if index + 1 < len(slots) else _next_slot(table, slot)
+        certain_at = following if following is not None else slot
+        if deadline is not None:
+            certain_at = min(certain_at, slot + deadline)
+        if now < certain_at + SETTLE:
+            judgement.recheck_at = certain_at + SETTLE
+            break
+        watermark = slot
+        if _may_have_vanished(slot, evidence, now):
+            continue  # no false misses: a Job for it may have existed unseen
+        reason: MissReason
+        if spec.concurrency_policy == "Forbid" and any(
+            job.active_at(slot) for job in evidence.jobs
+        ):
+            reason = "OverlapSkipped"
+        elif deadline is not None and following is not None and slot + deadline < following:
+            reason = "DeadlineExceeded"
+        else:
+            reason = "ControllerDown"
+        judgement.new_runs.append(MissedRun(scheduled_time=slot, reason=reason))
+    dropped = [r for r in judgement.new_runs if r.reason == "ControllerDown"]
+    if len(dropped) > TOO_MANY_MISSED:
+        judgement.new_runs = [
+            r.model_copy(update={"reason": "TooManyMissed"}) if r.reason == "ControllerDown" else r
+            for r in judgement.new_runs
+        ]
+    judgement.accounting = accounting.model_copy(update={"accounted_until": watermark})
+    on_time = [
+        job.scheduled_time for job in evidence.jobs if job.created - job.scheduled_time <= ON_TIME
+    ]
+    judgement.latest_on_time = max(on_time, default=None)
+    return judgement
+
+
+def _next_slot(table: Timetable, slot: datetime) -> datetime | None:
+    return next(table.slots(slot), None)
+
+
+def _may_have_vanished(slot: datetime, evidence: KubernetesEvidence, now: datetime) -> bool:
+    """Could a Job for this slot have been created and deleted while nobody watched?
+
+    Only before the operator's watch began, only if the controller has scheduled a later
+    slot since, and only if the history limits or ttlSecondsAfterFinished could have
+    removed it: the controller deletes finished Jobs only beyond the newest N of a kind.
+    """
+    if slot >= evidence.watching_since:
+        return False
+    if evidence.last_schedule_time is None or slot > evidence.last_schedule_time:
+        return False
+    newer = [job for job in evidence.jobs if job.scheduled_time > slot]
+    if sum(job.succeeded for job in newer) >= evidence.successful_history_limit:
+        return True
+    if sum(job.failed for job in newer) >= evidence.failed_history_limit:
+        return True
+    ttl = evidence.ttl_seconds_after_finished
+    return ttl is not None and now >= slot + timedelta(seconds=ttl)
+
+
+@dataclass(frozen=True)
+class TemporalEvidence:
+    counters: TemporalCounters
+    # Nominal scheduled times of the recent actions (the server keeps the last ten).
+    recent_scheduled: list[datetime]
+    recent_started: list[datetime]
+    paused: bool
+    jitter: timedelta = timedelta(0)
+
+
+def judge_temporal(
+    table: Timetable,
+    accounting: RunAccounting,
+    evidence: TemporalEvidence,
+    now: datetime,
+) -> Judgement:
+    """Temporal counts misses but does not say which slots: the totals are its counters'
+    rises; the times are the slots since the watermark that have no action, oldest first
+    for catch-up-window misses (an outage loses its oldest slots), then buffer drops, then
+    overlap skips (a run still going loses the later ones)."""
+    previous = accounting.temporal_counters or TemporalCounters()
+    current = evidence.counters
+
+    def rise(now_value: int, before: int) -> int:
+        # A smaller counter means a new schedule (recreated): everything on it is new.
+        return now_value - before if now_value >= before else now_value
+
+    rises: list[tuple[MissReason, int]] = [
+        ("CatchupWindowExceeded", rise(current.missed_catchup_window,
+                                       previous.missed_catchup_window)),
+        ("BufferDropped", rise(current.buffer_dropped, previous.buffer_dropped)),
+        ("OverlapSkipped", rise(current.overlap_skipped, previous.overlap_skipped)),
+    ]  # fmt: skip
+    settled = now - SETTLE - evidence.jitter
+    watermark = max(accounting.accounted_until, settled)
+    unaccounted: list[datetime] = []
+    if not evidence.paused and settled > accounting.accounted_until:
+        ran = set(evidence.recent_scheduled)
+        unaccounted = [
+            slot
+            for slot in table.slots_between(accounting.accounted_until, settled, MAX_SLOTS_PER_PASS)
+            if slot not in ran
+        ]
+    new_runs: list[MissedRun] = []
+    for reason, count in rises:
+        for _ in range(count):
+            # Without a slot time to name (the slots fell outside what is known), the
+            # newest judged moment stands in: the total is what Temporal counted.
+            when = unaccounted.pop(0) if unaccounted else watermark
+            new_runs.append(MissedRun(scheduled_time=when, reason=reason))
+    on_time = [
+        scheduled
+        for scheduled, started in zip(evidence.recent_scheduled, evidence.recent_started,
+                                      strict=True)
+        if started - scheduled <= ON_TIME + evidence.jitter
+    ]  # fmt: skip
+    return Judgement(
+        new_runs=sorted(new_runs, key=lambda r: r.scheduled_time),
+        accounting=accounting.model_copy(
+            update={"accounted_until": watermark, "temporal_counters": current}
+        ),
+        latest_on_time=max(on_time, default=None),
+    )
+
+
+@dataclass(frozen=True)
+class Tally:
+    missed_runs: int
+    skipped_runs: int
+    last_missed_time: datetime | None
+    recent_missed_runs: list[MissedRun]
+
+
+def tally(
+    missed_runs: int | None,
+    skipped_runs: int | None,
+    last_missed_time: datetime | None,
+    recent: list[MissedRun],
+    new_runs: list[MissedRun],
+) -> Tally:
+    """Totals that never decrease, and the last ten entries, missed and skipped both."""
+    skipped = [r for r in new_runs if r.reason == "OverlapSkipped"]
+    missed = [r for r in new_runs if r.reason != "OverlapSkipped"]
+    latest_missed = max((r.scheduled_time for r in missed), default=None)
+    if last_missed_time is not None and latest_missed is not None:
+        latest_missed = max(latest_missed, last_missed_time)
+    merged = sorted([*recent, *new_runs], key=lambda r: r.scheduled_time)[-RECENT_LIMIT:]
+    return Tally(
+        missed_runs=(missed_runs or 0) + len(missed),
+        skipped_runs=(skipped_runs or 0) + len(skipped),
+        last_missed_time=latest_missed or last_missed_time,
+        recent_missed_runs=merged,
+    )
