@@ -14,7 +14,7 @@ def stack() -> Iterator[LocalStack]:
 
 # ---- the operator under test -------------------------------------------------------
 
-from support import CRD_FILE, Kubectl, OperatorProcess, eventually  # noqa: E402
+from support import CRD_FILE, Kubectl, OperatorProcess, eventually, free_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +36,8 @@ def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess
     process = OperatorProcess(
         {
             **stack.env(),
-            "SUNDIAL_HEALTH_PORT": "18080",
+            "SUNDIAL_HEALTH_PORT": str(free_port()),
+            "SUNDIAL_METRICS_PORT": str(free_port()),
             "SUNDIAL_LOG_LEVEL": "DEBUG",
             "SUNDIAL_TEMPORAL_ADDRESS": stack.temporal_address,
             "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",

@@ -7,15 +7,18 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -27,6 +30,28 @@ T = TypeVar("T")
 
 # Deadlines hold on a loaded 2-core machine; the happy path returns in a second or two.
 DEADLINE = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A /metrics page as {(sample name, labels): value}."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(metric: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return (metric, frozenset(labels.items()))
 
 
 def eventually(
@@ -128,6 +153,10 @@ class OperatorProcess:
     def assert_alive(self) -> None:
         assert self.proc is not None, "the operator is not started"
         assert self.proc.poll() is None, f"the operator exited; see {self.log_file}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.env['SUNDIAL_METRICS_PORT']}/metrics"
 
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""

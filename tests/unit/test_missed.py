@@ -1,0 +1,269 @@
+"""Judging slots: missed, skipped, or ran; with `now` passed in and no servers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sundial.missed import (
+    SETTLE,
+    JobRecord,
+    KubernetesEvidence,
+    TemporalEvidence,
+    judge_kubernetes,
+    judge_temporal,
+    start_accounting,
+    tally,
+    timetable_hash,
+)
+from sundial.models import MissedRun, RunAccounting, ScheduledJobSpec, TemporalCounters
+from sundial.schedule import timetable
+from sundial.status import runs_missed
+
+T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def spec(**fields: Any) -> ScheduledJobSpec:
+    fields.setdefault("schedule", "* * * * *")
+    fields.setdefault("job", {"image": "x"})
+    return ScheduledJobSpec.model_validate(fields)
+
+
+def job(slot: datetime, late: float = 1.0, *, finished_after: float | None = 5.0,
+        succeeded: bool = True) -> JobRecord:  # fmt: skip
+    created = slot + timedelta(seconds=late)
+    finished = created + timedelta(seconds=finished_after) if finished_after is not None else None
+    return JobRecord(
+        scheduled_time=slot,
+        created=created,
+        start_time=created,
+        finished_at=finished,
+        succeeded=succeeded and finished is not None,
+        failed=not succeeded and finished is not None,
+    )
+
+
+def evidence(jobs: list[JobRecord], **overrides: Any) -> KubernetesEvidence:
+    fields: dict[str, Any] = {
+        "jobs": jobs,
+        "seen_slots": frozenset(j.scheduled_time for j in jobs),
+        "watching_since": T0 - timedelta(hours=1),
+        "last_schedule_time": max((j.scheduled_time for j in jobs), default=None),
+        "successful_history_limit": 1,
+        "failed_history_limit": 3,
+        "ttl_seconds_after_finished": 300,
+    }
+    fields.update(overrides)
+    return KubernetesEvidence(**fields)
+
+
+def accounting(since: datetime = T0) -> RunAccounting:
+    return RunAccounting(accounted_until=since, spec_hash="h")
+
+
+def judge(job_spec: ScheduledJobSpec, ev: KubernetesEvidence, now: datetime,
+          since: datetime = T0) -> Any:  # fmt: skip
+    return judge_kubernetes(timetable(job_spec), job_spec, accounting(since), ev, now)
+
+
+def reasons(judgement: Any) -> list[tuple[datetime, str]]:
+    return [(r.scheduled_time, r.reason) for r in judgement.new_runs]
+
+
+def test_healthy_job_has_nothing_missed_and_moves_the_watermark() -> None:
+    jobs = [job(at(m)) for m in (1, 2, 3)]
+    result = judge(spec(), evidence(jobs), at(3.5))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == at(3)
+    assert result.latest_on_time == at(3)
+
+
+def test_controller_down_drops_all_but_the_latest_slot() -> None:
+    # The controller came back after 10:04 and started only the 10:04 slot, late.
+    jobs = [job(at(4), late=40)]
+    result = judge(spec(), evidence(jobs), at(4.9))
+    assert reasons(result) == [(at(m), "ControllerDown") for m in (1, 2, 3)]
+    assert result.accounting.accounted_until == at(4)
+    assert result.latest_on_time == at(4), "40 s late is still on time"
+
+
+def test_a_slot_is_judged_only_once_the_next_slot_has_passed() -> None:
+    result = judge(spec(), evidence([]), at(1) + SETTLE + timedelta(seconds=5))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == T0
+    assert result.recheck_at == at(2) + SETTLE
+    later = judge(spec(), evidence([]), at(2) + SETTLE)
+    assert reasons(later) == [(at(1), "ControllerDown")]
+
+
+def test_deadline_makes_a_slot_certain_before_the_next_one() -> None:
+    job_spec = spec(startingDeadlineSeconds=15)
+    result = judge(job_spec, evidence([]), at(1) + timedelta(seconds=30))
+    assert reasons(result) == [(at(1), "DeadlineExceeded")]
+
+
+def test_long_deadline_still_reports_a_dropped_slot_as_controller_down() -> None:
+    job_spec = spec(startingDeadlineSeconds=3600)
+    result = judge(job_spec, evidence([job(at(3), late=30)]), at(3.5))
+    assert reasons(result) == [(at(1), "ControllerDown"), (at(2), "ControllerDown")]
+
+
+def test_forbid_with_a_running_job_skips_the_following_slots() -> None:
+    stuck = job(at(1), finished_after=None)
+    result = judge(spec(concurrencyPolicy="Forbid"), evidence([stuck]), at(3) + SETTLE)
+    assert reasons(result) == [(at(2), "OverlapSkipped")]
+
+
+def test_allow_with_a_running_job_is_not_a_skip() -> None:
+    stuck = job(at(1), finished_after=None)
+    result = judge(spec(concurrencyPolicy="Allow"), evidence([stuck]), at(3) + SETTLE)
+    assert reasons(result) == [(at(2), "ControllerDown")]
+
+
+def test_suspended_slots_are_not_counted() -> None:
+    result = judge(spec(suspend=True), evidence([]), at(10))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == at(10)
+
+
+def test_jobs_removed_by_history_limits_are_not_false_misses() -> None:
+    """The operator was down 10:00-10:05; only the newest successful Job is left."""
+    ev = evidence([job(at(5))], watching_since=at(5.5), seen_slots=frozenset())
+    result = judge(spec(), ev, at(5.6))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == at(5)
+
+
+def test_slots_after_the_last_scheduled_one_are_missed_even_unwatched() -> None:
+    """lastScheduleTime did not move: no Job can have been made and removed unseen."""
+    ev = evidence([job(at(1))], watching_since=at(4.5), seen_slots=frozenset())
+    result = judge(spec(), ev, at(4.5))
+    assert reasons(result) == [(at(2), "ControllerDown"), (at(3), "ControllerDown")]
+
+
+def test_ttl_removal_is_given_the_benefit_of_the_doubt_only_when_possible() -> None:
+    # A failed newer Job does not count towards the successful limit; no TTL: missed.
+    ev = evidence(
+        [job(at(3), succeeded=False)],
+        watching_since=at(3.5),
+        seen_slots=frozenset(),
+        successful_history_limit=1,
+        ttl_seconds_after_finished=None,
+    )
+    assert reasons(judge(spec(), ev, at(3.5))) == [(at(1), "ControllerDown"),
+                                                  (at(2), "ControllerDown")]  # fmt: skip
+    # With a 60 s TTL, a Job for 10:01 could have finished and gone by 10:03:30.
+    ev_ttl = evidence(
+        [job(at(3), succeeded=False)],
+        watching_since=at(3.5),
+        seen_slots=frozenset(),
+        ttl_seconds_after_finished=60,
+    )
+    assert judge(spec(), ev_ttl, at(3.5)).new_runs == []
+
+
+def test_a_late_run_within_its_deadline_is_not_missed() -> None:
+    job_spec = spec(startingDeadlineSeconds=120)
+    result = judge(job_spec, evidence([job(at(1), late=90)]), at(1.8))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == at(1)
+
+
+def test_more_than_a_hundred_dropped_slots_are_too_many_missed() -> None:
+    result = judge(spec(), evidence([job(at(150), late=20)]), at(150.5))
+    assert len(result.new_runs) == 149
+    assert {r.reason for r in result.new_runs} == {"TooManyMissed"}
+
+
+def test_accounting_restarts_when_the_schedule_changes() -> None:
+    kept = start_accounting(accounting(), "h", at(9), since=None)
+    assert kept.accounted_until == T0
+    fresh = start_accounting(accounting(), "other", at(9), since=at(9.5))
+    assert (fresh.accounted_until, fresh.spec_hash) == (at(9.5), "other")
+    assert timetable_hash(spec()) != timetable_hash(spec(suspend=True))
+    assert timetable_hash(spec()) == timetable_hash(spec(job={"image": "other"}))
+
+
+def temporal_spec(**fields: Any) -> ScheduledJobSpec:
+    fields.setdefault("interval", {"every": "2s"})
+    return ScheduledJobSpec.model_validate(
+        {"backend": "temporal", "workflow": {"type": "w", "taskQueue": "q"}, **fields}
+    )
+
+
+def seconds(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def test_temporal_counter_rises_become_missed_and_skipped_runs() -> None:
+    """Temporal down 10:00:00-10:00:20, window 10 s: the oldest slots are missed, one
+    buffered slot ran late, the rest were skipped (SKIP overlap)."""
+    table = timetable(temporal_spec())
+    ran = [seconds(12), seconds(22), seconds(24)]
+    ev = TemporalEvidence(
+        counters=TemporalCounters(missed_catchup_window=5, overlap_skipped=4),
+        recent_scheduled=ran,
+        recent_started=[seconds(21), seconds(22.1), seconds(24.1)],
+        paused=False,
+    )
+    start = RunAccounting(accounted_until=T0, temporal_counters=TemporalCounters())
+    result = judge_temporal(table, start, ev, seconds(36))
+    assert [(r.scheduled_time, r.reason) for r in result.new_runs] == [
+        *[(seconds(s), "CatchupWindowExceeded") for s in (2, 4, 6, 8, 10)],
+        *[(seconds(s), "OverlapSkipped") for s in (14, 16, 18, 20)],
+    ]
+    assert result.accounting.temporal_counters == ev.counters
+    assert result.latest_on_time == seconds(24)
+
+
+def test_temporal_without_counter_rises_reports_nothing() -> None:
+    table = timetable(temporal_spec())
+    counters = TemporalCounters(missed_catchup_window=3)
+    ev = TemporalEvidence(counters=counters, recent_scheduled=[], recent_started=[], paused=True)
+    start = RunAccounting(accounted_until=T0, temporal_counters=counters)
+    result = judge_temporal(table, start, ev, seconds(60))
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == seconds(60) - SETTLE
+
+
+def test_a_recreated_schedule_counts_from_zero() -> None:
+    table = timetable(temporal_spec())
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=2), recent_scheduled=[],
+                          recent_started=[], paused=False)  # fmt: skip
+    start = RunAccounting(accounted_until=seconds(50),
+                          temporal_counters=TemporalCounters(overlap_skipped=9))  # fmt: skip
+    result = judge_temporal(table, start, ev, seconds(60))
+    assert [r.reason for r in result.new_runs] == ["OverlapSkipped", "OverlapSkipped"]
+
+
+def test_tally_never_decreases_and_keeps_ten() -> None:
+    old = [MissedRun(scheduled_time=at(m), reason="ControllerDown") for m in range(8)]
+    new = [MissedRun(scheduled_time=at(m), reason="OverlapSkipped") for m in range(8, 12)]
+    result = tally(8, 0, at(7), old, new)
+    assert (result.missed_runs, result.skipped_runs) == (8, 4)
+    assert result.last_missed_time == at(7)
+    assert [r.scheduled_time for r in result.recent_missed_runs] == [at(m) for m in range(2, 12)]
+
+
+def test_runs_missed_condition_is_set_by_a_miss_and_cleared_by_an_on_time_run() -> None:
+    from sundial.missed import Judgement
+
+    miss = [MissedRun(scheduled_time=at(1), reason="ControllerDown")]
+    runs = tally(0, 0, None, [], miss)
+    raised = runs_missed([], runs, Judgement(new_runs=miss), now=at(2), generation=1)
+    assert (raised.status, raised.reason) == ("True", "ControllerDown")
+    assert "2026-12-02T10:01:00Z" in raised.message
+    # A late run of an older slot does not clear it; an on-time later one does.
+    kept = runs_missed([raised], runs, Judgement(latest_on_time=at(0)), now=at(3), generation=1)
+    assert kept == raised
+    cleared = runs_missed([raised], runs, Judgement(latest_on_time=at(3)), now=at(4), generation=1)
+    assert (cleared.status, cleared.reason) == ("False", "RanOnTime")
+    skip_only = [MissedRun(scheduled_time=at(5), reason="OverlapSkipped")]
+    not_raised = runs_missed([cleared], tally(1, 0, at(1), miss, skip_only),
+                             Judgement(new_runs=skip_only), now=at(6), generation=1)  # fmt: skip
+    assert not_raised.status == "False"
