@@ -188,7 +188,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
             kwargs["scheduledjob_index"], kwargs["cronjob_index"], kwargs["job_index"], memo.seen
         ),
         events=EventRecorder(kube),
-        temporal=Temporal(RequestBudget(config.temporal_requests_per_second)),
+        temporal=Temporal(
+            RequestBudget(
+                config.temporal_requests_per_second, on_request=metrics.temporal_requests.inc
+            )
+        ),
         config=config,
         default_connection=default_connection(config),
         metrics=metrics,

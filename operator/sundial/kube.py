@@ -80,13 +80,13 @@ class KubeClient:
         )
         return _json(response)
 
-    async def delete_cronjob(self, namespace: str, name: str) -> None:
+    async def delete_cronjob(self, namespace: str, name: str, *, propagation: str) -> None:
         try:
             await asyncio.to_thread(
                 self._batch.delete_namespaced_cron_job,
                 name,
                 namespace,
-                propagation_policy="Background",
+                propagation_policy=propagation,
             )
         except ApiException as error:
             if not is_not_found(error):

@@ -41,6 +41,10 @@ class Metrics:
             "sundial_reconcile_duration_seconds", "Time one reconcile pass takes.",
             registry=self.registry,
         )  # fmt: skip
+        self.temporal_requests = Counter(
+            "sundial_temporal_requests", "Requests made to Temporal (all connections).",
+            registry=self.registry,
+        )  # fmt: skip
         self._labelled: dict[Key, str] = {}
 
     def measured(

@@ -238,9 +238,12 @@ class Reconciler:
         connection = await self._connection(sj)
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
-        if self.cache.cronjob(key) is not None:
+        cronjob = self.cache.cronjob(key)
+        if cronjob is not None and not cronjob["metadata"].get("deletionTimestamp"):
             # Orphan, not cascade: a Job that is running now is allowed to finish.
-            await self.kube.delete_cronjob(sj.metadata.namespace, sj.metadata.name)
+            await self.kube.delete_cronjob(
+                sj.metadata.namespace, sj.metadata.name, propagation="Orphan"
+            )
             await self.events.record(
                 sj, "Normal", "BackendSwitched",
                 "switched to backend temporal: the CronJob was deleted (running Jobs finish)",

@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -91,8 +91,14 @@ class RequestBudget:
     """A token bucket shared by every Temporal call: the operator's request rate stays
     bounded however many ScheduledJobs it has."""
 
-    def __init__(self, per_second: float, burst: int | None = None) -> None:
+    def __init__(
+        self,
+        per_second: float,
+        burst: int | None = None,
+        on_request: Callable[[], None] | None = None,
+    ) -> None:
         self.per_second = per_second
+        self._on_request = on_request
         self.capacity = float(burst or max(1, int(per_second)))
         self._tokens = self.capacity
         self._updated = time.monotonic()
@@ -110,6 +116,8 @@ class RequestBudget:
                 if self._tokens >= 1:
                     self._tokens -= 1
                     self.spent += 1
+                    if self._on_request is not None:
+                        self._on_request()
                     return
                 await asyncio.sleep((1 - self._tokens) / self.per_second)
 

@@ -139,6 +139,7 @@ def core_api(stack: LocalStack) -> Iterator[client.CoreV1Api]:
         yield client.CoreV1Api(api_client)
 
 
+@pytest.mark.timeout(900)  # one eight-minute timeline of real slots
 def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, core_api: client.CoreV1Api
 ) -> None:

@@ -319,8 +319,10 @@ def test_switching_backends_keeps_one_resource(
     eventually(lambda: ready(kubectl, "switch", namespace), what="Ready on kubernetes")
 
     def resources() -> tuple[bool, bool]:
+        """(an active CronJob, a Temporal schedule); a CronJob being deleted is inert."""
+        cronjob = kubectl.get("cronjob", "switch", namespace)
         return (
-            kubectl.get("cronjob", "switch", namespace) is not None,
+            cronjob is not None and "deletionTimestamp" not in cronjob["metadata"],
             describe(temporal, namespace, "switch") is not None,
         )
 
