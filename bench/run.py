@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,7 +74,9 @@ def writes(kubectl: Kubectl) -> dict[str, int]:
 
 
 def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+    return {
+        k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
+    }
 
 
 def ready_count(kubectl: Kubectl) -> int:
@@ -162,7 +163,9 @@ def main() -> None:
     print(f"all Ready after operator start:  {converge:.1f} s ({total / converge:.0f} objects/s)")
     print(f"writes to converge:              {delta(converged, before)}")
     print(f"operator RSS converged / quiet:  {rss:.0f} MiB / {rss_quiet:.0f} MiB")
-    print(f"writes in a quiet {args.quiet_seconds:.0f} s:          {delta(quiet, converged) or 'none'}")
+    print(
+        f"writes in a quiet {args.quiet_seconds:.0f} s:          {delta(quiet, converged) or 'none'}"
+    )
     rate = (temporal_after - temporal_before) / args.quiet_seconds
     print(f"Temporal requests in quiet time: {rate:.1f}/s for {args.temporal} schedules")
     restart_writes = delta(restarted, quiet)
