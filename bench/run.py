@@ -163,9 +163,8 @@ def main() -> None:
     print(f"all Ready after operator start:  {converge:.1f} s ({total / converge:.0f} objects/s)")
     print(f"writes to converge:              {delta(converged, before)}")
     print(f"operator RSS converged / quiet:  {rss:.0f} MiB / {rss_quiet:.0f} MiB")
-    print(
-        f"writes in a quiet {args.quiet_seconds:.0f} s:          {delta(quiet, converged) or 'none'}"
-    )
+    quiet_writes = delta(quiet, converged) or "none"
+    print(f"writes in a quiet {args.quiet_seconds:.0f} s:          {quiet_writes}")
     rate = (temporal_after - temporal_before) / args.quiet_seconds
     print(f"Temporal requests in quiet time: {rate:.1f}/s for {args.temporal} schedules")
     restart_writes = delta(restarted, quiet)
