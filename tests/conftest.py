@@ -73,3 +73,15 @@ def temporal(stack: LocalStack) -> Iterator[TemporalSide]:
     side = TemporalSide(stack.temporal_address)
     yield side
     side.close()
+
+
+# ---- on failure, say where the servers' logs are ---------------------------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and "stack" in getattr(item, "fixturenames", ()):
+        stack: LocalStack = item._request.getfixturevalue("stack")  # type: ignore[attr-defined]
+        report.sections.append(("local stack", f"server and operator logs: {stack.log_dir}/*.log"))

@@ -16,6 +16,7 @@ from typing import Any
 
 import kopf
 
+from sundial.backend import Key
 from sundial.config import OperatorConfig
 from sundial.cronjob import (
     MANAGED_BY,
@@ -25,12 +26,14 @@ from sundial.cronjob import (
 )
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
+from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.missed import JobRecord
 from sundial.models import GROUP, PLURAL, VERSION
-from sundial.reconcile import Key, Reconciler
+from sundial.reconcile import Reconciler
 from sundial.status import parse_time
 from sundial.temporal import RequestBudget, Temporal, default_connection
+from sundial.temporal_backend import TemporalBackend
 from sundial.workqueue import WorkQueue
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
@@ -182,20 +185,26 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         metrics.serve(config.metrics_port)
     memo.seen = SeenSlots()
     memo.queue = queue = WorkQueue[Key](max_backoff=60.0)
+    cache = IndexCache(
+        kwargs["scheduledjob_index"], kwargs["cronjob_index"], kwargs["job_index"], memo.seen
+    )
+    events = EventRecorder(kube)
+    budget = RequestBudget(
+        config.temporal_requests_per_second, on_request=metrics.temporal_requests.inc
+    )
     reconciler = Reconciler(
         kube=kube,
-        cache=IndexCache(
-            kwargs["scheduledjob_index"], kwargs["cronjob_index"], kwargs["job_index"], memo.seen
-        ),
-        events=EventRecorder(kube),
-        temporal=Temporal(
-            RequestBudget(
-                config.temporal_requests_per_second, on_request=metrics.temporal_requests.inc
-            )
-        ),
-        config=config,
-        default_connection=default_connection(config),
+        cache=cache,
+        events=events,
         metrics=metrics,
+        kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
+        temporal=TemporalBackend(
+            kube=kube,
+            temporal=Temporal(budget),
+            events=events,
+            config=config,
+            default_connection=default_connection(config),
+        ),
     )
     memo.tasks = [asyncio.create_task(queue.run_timer(), name="sundial-timer")] + [
         asyncio.create_task(

@@ -106,8 +106,8 @@ def judge_kubernetes(
     without a Job is certain once the next slot (or its deadline) has passed.
     """
     if spec.suspend:
-        # Suspended slots are neither missed nor skipped; resuming starts afresh.
-        return Judgement(accounting=accounting.model_copy(update={"accounted_until": now}))
+        # Suspended slots are neither missed nor skipped: pass over them.
+        return Judgement(accounting=_passed_over(table, accounting, now))
     ran = {job.scheduled_time for job in evidence.jobs} | evidence.seen_slots
     if evidence.last_schedule_time is not None:
         ran.add(evidence.last_schedule_time)
@@ -155,6 +155,14 @@ def judge_kubernetes(
     ]
     judgement.latest_on_time = max(on_time, default=None)
     return judgement
+
+
+def _passed_over(table: Timetable, accounting: RunAccounting, now: datetime) -> RunAccounting:
+    """The watermark moved past the slots up to now without judging them."""
+    slots = table.slots_between(accounting.accounted_until, now, MAX_SLOTS_PER_PASS)
+    if not slots:
+        return accounting
+    return accounting.model_copy(update={"accounted_until": slots[-1]})
 
 
 def _next_slot(table: Timetable, slot: datetime) -> datetime | None:
@@ -215,15 +223,13 @@ def judge_temporal(
         ("OverlapSkipped", rise(current.overlap_skipped, previous.overlap_skipped)),
     ]  # fmt: skip
     settled = now - SETTLE - evidence.jitter
-    watermark = max(accounting.accounted_until, settled)
-    unaccounted: list[datetime] = []
-    if not evidence.paused and settled > accounting.accounted_until:
-        ran = set(evidence.recent_scheduled)
-        unaccounted = [
-            slot
-            for slot in table.slots_between(accounting.accounted_until, settled, MAX_SLOTS_PER_PASS)
-            if slot not in ran
-        ]
+    slots = table.slots_between(accounting.accounted_until, settled, MAX_SLOTS_PER_PASS)
+    # The watermark moves from slot to slot, never to "now": a pass with no new slot
+    # leaves the status as it was, so it does not write (and wake itself) again.
+    watermark = slots[-1] if slots else accounting.accounted_until
+    ran = set(evidence.recent_scheduled)
+    # Paused time is not counted by Temporal, nor here.
+    unaccounted = [] if evidence.paused else [slot for slot in slots if slot not in ran]
     new_runs: list[MissedRun] = []
     for reason, count in rises:
         for _ in range(count):

@@ -477,6 +477,26 @@ def test_restart_writes_nothing_to_objects_in_step(
     )
 
 
+def test_day_of_month_and_week_together_are_flagged(
+    kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    """OR on CronJob, AND on Temporal: said in Ready's message and a Warning Event."""
+    kubectl.apply(scheduledjob("both-days", namespace, schedule="0 9 1 * 1"))
+    sj = eventually(lambda: ready(kubectl, "both-days", namespace), what="Ready")
+    message = condition(kubectl, "both-days", namespace)["message"]
+    assert "EITHER" in message, message
+    assert all(
+        datetime.fromisoformat(t).day == 1 or datetime.fromisoformat(t).weekday() == 0
+        for t in sj["status"]["nextRunTimes"]
+    ), "every next run is on the 1st OR a Monday"
+    eventually(
+        lambda: "CronSemanticsDiffer"
+        in kubectl.run("get", "events", "-n", namespace, "--field-selector",
+                       "involvedObject.name=both-days,type=Warning").stdout,
+        what="CronSemanticsDiffer Event",
+    )  # fmt: skip
+
+
 def test_kubectl_explain_describes_the_spec(kubectl: Kubectl, crd_installed: None) -> None:
     text = kubectl.run("explain", "scheduledjob.spec.schedule").stdout
     assert "5-field cron expression" in text

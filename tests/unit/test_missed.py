@@ -126,9 +126,11 @@ def test_allow_with_a_running_job_is_not_a_skip() -> None:
 
 
 def test_suspended_slots_are_not_counted() -> None:
-    result = judge(spec(suspend=True), evidence([]), at(10))
+    result = judge(spec(suspend=True), evidence([]), at(10.5))
     assert result.new_runs == []
-    assert result.accounting.accounted_until == at(10)
+    assert result.accounting.accounted_until == at(10), "moved slot by slot, not to now"
+    again = judge(spec(suspend=True), evidence([]), at(10.7))
+    assert again.accounting == result.accounting, "no new slot: nothing to write"
 
 
 def test_jobs_removed_by_history_limits_are_not_false_misses() -> None:
@@ -226,9 +228,11 @@ def test_temporal_without_counter_rises_reports_nothing() -> None:
     counters = TemporalCounters(missed_catchup_window=3)
     ev = TemporalEvidence(counters=counters, recent_scheduled=[], recent_started=[], paused=True)
     start = RunAccounting(accounted_until=T0, temporal_counters=counters)
-    result = judge_temporal(table, start, ev, seconds(60))
+    result = judge_temporal(table, start, ev, seconds(61))
     assert result.new_runs == []
-    assert result.accounting.accounted_until == seconds(60) - SETTLE
+    assert result.accounting.accounted_until == seconds(50)
+    again = judge_temporal(table, result.accounting, ev, seconds(61.5))
+    assert again.accounting == result.accounting, "no new slot: nothing to write"
 
 
 def test_a_recreated_schedule_counts_from_zero() -> None:

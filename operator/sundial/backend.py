@@ -1,0 +1,53 @@
+"""What a reconcile pass and the two backends share: the cache they read, what a backend
+returns, and the error for problems only a spec change can fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sundial.missed import JobRecord
+from sundial.models import MissedRun, ScheduledJobStatus
+
+Key = tuple[str, str]
+
+DAY_SEMANTICS_NOTE = (
+    "both day-of-month and day-of-week are restricted: backend kubernetes runs when EITHER "
+    "matches, backend temporal only when BOTH match"
+)
+
+
+class Cache(Protocol):
+    """Read access to the watched objects (kopf indexes in production)."""
+
+    def scheduledjob(self, key: Key) -> dict[str, Any] | None: ...
+
+    def cronjob(self, key: Key) -> dict[str, Any] | None: ...
+
+    def jobs(self, key: Key) -> list[JobRecord]: ...
+
+    def seen_slots(self, key: Key) -> frozenset[datetime]: ...
+
+    @property
+    def watching_since(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A backend in step: the status it reports, when to look again, and runs newly judged
+    missed or skipped."""
+
+    status: ScheduledJobStatus
+    requeue_after: float | None
+    new_runs: list[MissedRun]
+
+
+class SpecProblem(Exception):
+    """Only a change to the spec (or to a Secret it names) can fix this."""
+
+    def __init__(self, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after

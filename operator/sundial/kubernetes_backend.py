@@ -1,0 +1,115 @@
+"""The kubernetes backend: keeps one CronJob in step and judges its slots."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sundial import cronjob as cj
+from sundial import status as st
+from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
+from sundial.events import EventRecorder
+from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
+from sundial.missed import KubernetesEvidence, judge_kubernetes, start_accounting, timetable_hash
+from sundial.models import RunAccounting, ScheduledJob
+from sundial.schedule import Timetable, both_days_restricted
+from sundial.workqueue import Retry
+
+log = logging.getLogger(__name__)
+
+# Look again a little after each slot: the CronJob controller needs a moment.
+SLOT_SETTLE_SECONDS = 5.0
+
+
+@dataclass
+class KubernetesBackend:
+    kube: KubeClient
+    cache: Cache
+    events: EventRecorder
+    # (spec hash, generation) of each CronJob as last written: the apiserver canonicalises
+    # some values (quantities), so a pass also accepts what it wrote itself.
+    _written: dict[Key, tuple[str, int]] = field(default_factory=dict)
+
+    def forget(self, key: Key) -> None:
+        self._written.pop(key, None)
+
+    async def reconcile(
+        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
+    ) -> Outcome:
+        desired = cj.cronjob_manifest(sj)
+        live = self.cache.cronjob(key)
+        if live is None or not self._in_step(key, desired, live):
+            live = await self._apply(key, desired)
+        judgement = judge_kubernetes(
+            table, sj.spec, self._accounting(sj, live, now), self._evidence(key, sj, live, desired),
+            now,
+        )  # fmt: skip
+        notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
+        status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
+        wake = [(t - now).total_seconds() + SLOT_SETTLE_SECONDS for t in status.next_run_times[:1]]
+        if judgement.recheck_at is not None:
+            wake.append((judgement.recheck_at - now).total_seconds())
+        return Outcome(status, min(wake, default=None), judgement.new_runs)
+
+    async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
+        """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
+        running now is allowed to finish."""
+        cronjob = self.cache.cronjob(key)
+        if cronjob is None or cronjob["metadata"].get("deletionTimestamp"):
+            return  # a CronJob being deleted is inert: its controller ignores it
+        await self.kube.delete_cronjob(*key, propagation="Orphan")
+        await self.events.record(
+            sj, "Normal", "BackendSwitched",
+            "switched to backend temporal: the CronJob was deleted (running Jobs finish)",
+            now=now,
+        )  # fmt: skip
+
+    async def _apply(self, key: Key, desired: dict[str, Any]) -> dict[str, Any]:
+        try:
+            live = await self.kube.apply_cronjob(desired)
+        except ApiException as error:
+            if is_invalid(error):
+                raise SpecProblem(
+                    "InvalidJobTemplate",
+                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                ) from None
+            raise Retry(f"writing the CronJob: {api_error_message(error)}") from None
+        spec_hash = desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
+        self._written[key] = (spec_hash, live["metadata"].get("generation", 0))
+        log.info("wrote CronJob %s/%s", *key)
+        return live
+
+    def _in_step(self, key: Key, desired: dict[str, Any], live: dict[str, Any]) -> bool:
+        if not cj.metadata_in_step(desired, live):
+            return False
+        if cj.spec_in_step(desired, live):
+            return True
+        written = (
+            desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION],
+            live["metadata"].get("generation", 0),
+        )
+        return self._written.get(key) == written
+
+    @staticmethod
+    def _accounting(sj: ScheduledJob, live: dict[str, Any], now: datetime) -> RunAccounting:
+        return start_accounting(
+            sj.status.run_accounting, timetable_hash(sj.spec), now,
+            since=st.parse_time(live["metadata"].get("creationTimestamp")),
+        )  # fmt: skip
+
+    def _evidence(
+        self, key: Key, sj: ScheduledJob, live: dict[str, Any], desired: dict[str, Any]
+    ) -> KubernetesEvidence:
+        observed = live.get("status") or {}
+        job_spec = desired["spec"]["jobTemplate"].get("spec", {})
+        return KubernetesEvidence(
+            jobs=self.cache.jobs(key),
+            seen_slots=self.cache.seen_slots(key),
+            watching_since=self.cache.watching_since,
+            last_schedule_time=st.parse_time(observed.get("lastScheduleTime")),
+            successful_history_limit=sj.spec.successful_runs_history_limit,
+            failed_history_limit=sj.spec.failed_runs_history_limit,
+            ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
+        )
