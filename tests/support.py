@@ -116,6 +116,36 @@ class Kubectl:
         data: dict[str, Any] = json.loads(result.stdout)
         return data
 
+    def events(self, namespace: str, **selector: str) -> list[dict[str, Any]]:
+        """Events in a namespace; selector keys use _ for dots (involvedObject_name=...)."""
+        fields = ",".join(f"{k.replace('_', '.')}={v}" for k, v in selector.items())
+        args = ["get", "events", "-n", namespace, "-o", "json"]
+        if fields:
+            args += ["--field-selector", fields]
+        items: list[dict[str, Any]] = json.loads(self.run(*args).stdout)["items"]
+        return items
+
+
+def ready_condition(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
+    """The ScheduledJob's Ready condition ({} while there is none)."""
+    sj = kubectl.get("scheduledjob", name, namespace) or {}
+    conditions = {c["type"]: c for c in sj.get("status", {}).get("conditions", [])}
+    return conditions.get("Ready", {})
+
+
+def ready(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
+    """The ScheduledJob once it is Ready=True for its current generation, else None."""
+    sj = kubectl.get("scheduledjob", name, namespace)
+    if sj is None:
+        return None
+    status = sj.get("status", {})
+    conditions = {c["type"]: c for c in status.get("conditions", [])}
+    ok = (
+        conditions.get("Ready", {}).get("status") == "True"
+        and status.get("observedGeneration") == sj["metadata"]["generation"]
+    )
+    return sj if ok else None
+
 
 class OperatorProcess:
     """`python -m sundial` against the stack, logging to a file a failing test names."""

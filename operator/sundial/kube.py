@@ -104,6 +104,7 @@ class KubeClient:
             name,
             {"status": status_patch},
             _content_type="application/merge-patch+json",
+            _preload_content=False,
         )
 
     async def patch_scheduledjob_metadata(

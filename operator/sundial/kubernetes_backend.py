@@ -31,17 +31,35 @@ class KubernetesBackend:
     # (spec hash, generation) of each CronJob as last written: the apiserver canonicalises
     # some values (quantities), so a pass also accepts what it wrote itself.
     _written: dict[Key, tuple[str, int]] = field(default_factory=dict)
+    # The CronJob as the last write returned it, by the resourceVersion seen before that
+    # write: until the watch cache catches up, a pass uses this instead of writing again.
+    _applied: dict[Key, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
 
     def forget(self, key: Key) -> None:
         self._written.pop(key, None)
+        self._applied.pop(key, None)
+
+    def _live(self, key: Key) -> dict[str, Any] | None:
+        cached = self.cache.cronjob(key)
+        applied = self._applied.get(key)
+        if applied is None:
+            return cached
+        before, after = applied
+        cached_version = cached["metadata"].get("resourceVersion") if cached else None
+        if cached_version != before:
+            del self._applied[key]  # the cache has caught up (or moved on)
+            return cached
+        return after
 
     async def reconcile(
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
     ) -> Outcome:
         desired = cj.cronjob_manifest(sj)
-        live = self.cache.cronjob(key)
+        live = self._live(key)
         if live is None or not self._in_step(key, desired, live):
+            before = live["metadata"].get("resourceVersion") if live else None
             live = await self._apply(key, desired)
+            self._applied[key] = (before, live)
         judgement = judge_kubernetes(
             table, sj.spec, self._accounting(sj, live, now), self._evidence(key, sj, live, desired),
             now,

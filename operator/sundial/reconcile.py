@@ -41,12 +41,18 @@ class Reconciler:
     kubernetes: KubernetesBackend
     temporal: TemporalBackend
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # The status last written for each object (by uid). Sundial is the only writer of
+    # status, so this is the current status even while the watch cache still holds an
+    # older one; a pass that read the older one would judge the same slots again and
+    # count them twice in Events and metrics.
+    _written_status: dict[Key, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
-        body = self.cache.scheduledjob(key)
+        body = self._with_own_status(key, self.cache.scheduledjob(key))
         if body is None:
+            self._written_status.pop(key, None)
             self.kubernetes.forget(key)
             self.events.forget(*key)
             self.metrics.forget(key)
@@ -86,6 +92,16 @@ class Reconciler:
             next_runs[0] if next_runs else None,
         )  # fmt: skip
         return outcome.requeue_after
+
+    def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
+        written = self._written_status.get(key)
+        if body is None or written is None:
+            return body
+        uid, document = written
+        if body["metadata"].get("uid") != uid:
+            del self._written_status[key]  # deleted and created again under the same name
+            return body
+        return {**body, "status": document}
 
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
@@ -162,6 +178,8 @@ class Reconciler:
             if is_not_found(error):
                 return  # deleted meanwhile
             raise Retry(f"writing status: {api_error_message(error)}") from None
+        key = (sj.metadata.namespace, sj.metadata.name)
+        self._written_status[key] = (sj.metadata.uid, st.status_document(new))
 
     async def _report(
         self, sj: ScheduledJob, body: dict[str, Any], reason: str, message: str, now: datetime

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-from support import REPO, Kubectl, OperatorProcess, consistently, eventually
+from support import (
+    REPO,
+    Kubectl,
+    OperatorProcess,
+    consistently,
+    eventually,
+    ready,
+    ready_condition,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -26,26 +34,6 @@ def scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
-
-
-def ready(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
-    """The ScheduledJob once it is Ready=True for its current generation."""
-    sj = kubectl.get("scheduledjob", name, namespace)
-    if sj is None:
-        return None
-    status = sj.get("status", {})
-    conditions = {c["type"]: c for c in status.get("conditions", [])}
-    ok = (
-        conditions.get("Ready", {}).get("status") == "True"
-        and status.get("observedGeneration") == sj["metadata"]["generation"]
-    )
-    return sj if ok else None
-
-
-def condition(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
-    sj = kubectl.get("scheduledjob", name, namespace) or {}
-    conditions = {c["type"]: c for c in sj.get("status", {}).get("conditions", [])}
-    return conditions.get("Ready", {})
 
 
 def cronjob(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
@@ -251,26 +239,17 @@ def test_invalid_update_keeps_the_last_good_cronjob(
     broken["spec"]["schedule"] = "0 0 31 2 *"
     kubectl.apply(broken)
     eventually(
-        lambda: condition(kubectl, "keep", namespace).get("reason") == "InvalidSchedule",
+        lambda: ready_condition(kubectl, "keep", namespace).get("reason") == "InvalidSchedule",
         what="Ready=False InvalidSchedule",
     )
-    ready_condition = condition(kubectl, "keep", namespace)
-    assert ready_condition["status"] == "False"
-    assert "never fires" in ready_condition["message"]
+    found = ready_condition(kubectl, "keep", namespace)
+    assert found["status"] == "False"
+    assert "never fires" in found["message"]
     after = cronjob(kubectl, "keep", namespace)
     assert after is not None
     assert after["spec"] == before["spec"]
-    events = kubectl.run(
-        "get",
-        "events",
-        "-n",
-        namespace,
-        "--field-selector",
-        "involvedObject.name=keep,type=Warning",
-        "-o",
-        "json",
-    ).stdout
-    assert any(e["reason"] == "InvalidSchedule" for e in json.loads(events)["items"])
+    warnings = kubectl.events(namespace, involvedObject_name="keep", type="Warning")
+    assert any(e["reason"] == "InvalidSchedule" for e in warnings)
 
     fixed = copy.deepcopy(manifest)
     fixed["spec"]["schedule"] = "0 12 * * *"
@@ -420,8 +399,8 @@ def test_problems_only_the_operator_can_see_are_reported_in_status(
     for name, _, reason, text in REPORTED_IN_STATUS:
         found = eventually(
             lambda n=name, r=reason: (
-                condition(kubectl, n, namespace).get("reason") == r
-                and condition(kubectl, n, namespace)
+                ready_condition(kubectl, n, namespace).get("reason") == r
+                and ready_condition(kubectl, n, namespace)
             ),
             what=f"{name}: Ready=False {reason}",
         )
@@ -483,16 +462,15 @@ def test_day_of_month_and_week_together_are_flagged(
     """OR on CronJob, AND on Temporal: said in Ready's message and a Warning Event."""
     kubectl.apply(scheduledjob("both-days", namespace, schedule="0 9 1 * 1"))
     sj = eventually(lambda: ready(kubectl, "both-days", namespace), what="Ready")
-    message = condition(kubectl, "both-days", namespace)["message"]
+    message = ready_condition(kubectl, "both-days", namespace)["message"]
     assert "EITHER" in message, message
     assert all(
         datetime.fromisoformat(t).day == 1 or datetime.fromisoformat(t).weekday() == 0
         for t in sj["status"]["nextRunTimes"]
     ), "every next run is on the 1st OR a Monday"
     eventually(
-        lambda: "CronSemanticsDiffer"
-        in kubectl.run("get", "events", "-n", namespace, "--field-selector",
-                       "involvedObject.name=both-days,type=Warning").stdout,
+        lambda: kubectl.events(namespace, involvedObject_name="both-days",
+                               reason="CronSemanticsDiffer"),
         what="CronSemanticsDiffer Event",
     )  # fmt: skip
 

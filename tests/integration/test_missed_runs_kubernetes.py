@@ -14,7 +14,6 @@ minute-aligned slots instead of eight minutes per case.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -222,8 +221,7 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
         assert stuck_status.get("missedRuns", 0) == 0, stuck_status
         assert stuck_status["skippedRuns"] >= 4, stuck_status
 
-    events = json.loads(kubectl.run("get", "events", "-n", NAMESPACE, "-o", "json").stdout)
-    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events["items"]}
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in kubectl.events(NAMESPACE)}
     assert ("dropped", "RunMissed") in reasons
     assert (STUCK, "RunSkipped") in reasons
 

@@ -95,15 +95,8 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
         ("False", "RanOnTime"),
     ), runs_missed
     assert conditions["Ready"]["status"] == "True"
-    events = kubectl.run(
-        "get",
-        "events",
-        "-n",
-        namespace,
-        "--field-selector",
-        "involvedObject.name=catchup,reason=RunMissed",
-    ).stdout
-    assert "CatchupWindowExceeded" in events
+    events = kubectl.events(namespace, involvedObject_name="catchup", reason="RunMissed")
+    assert any("CatchupWindowExceeded" in e["message"] for e in events)
 
     labels = {"namespace": namespace, "backend": "temporal"}
 

@@ -17,7 +17,15 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from localstack import LocalStack
-from support import Kubectl, OperatorProcess, TemporalSide, consistently, eventually
+from support import (
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    consistently,
+    eventually,
+    ready,
+    ready_condition,
+)
 from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
@@ -54,24 +62,6 @@ def describe(temporal: TemporalSide, namespace: str, name: str) -> ScheduleDescr
             raise
 
     return temporal.run(call)
-
-
-def ready_condition(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
-    sj = kubectl.get("scheduledjob", name, namespace) or {}
-    conditions = {c["type"]: c for c in sj.get("status", {}).get("conditions", [])}
-    return conditions.get("Ready", {})
-
-
-def ready(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
-    sj = kubectl.get("scheduledjob", name, namespace)
-    if sj is None:
-        return None
-    status = sj.get("status", {})
-    ok = (
-        ready_condition(kubectl, name, namespace).get("status") == "True"
-        and status.get("observedGeneration") == sj["metadata"]["generation"]
-    )
-    return sj if ok else None
 
 
 def test_apply_creates_the_schedule_and_the_workflow_runs(
@@ -338,15 +328,8 @@ def test_switching_backends_keeps_one_resource(
             raise AssertionError(f"switch to {backend} did not finish")
         status = kubectl.get("scheduledjob", "switch", namespace)["status"]  # type: ignore[index]
         assert status["backend"] == backend
-        events = kubectl.run(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "--field-selector",
-            "involvedObject.name=switch,reason=BackendSwitched",
-        ).stdout
-        assert f"switched to backend {backend}" in events
+        events = kubectl.events(namespace, involvedObject_name="switch", reason="BackendSwitched")
+        assert any(f"switched to backend {backend}" in e["message"] for e in events)
 
     switch_to("temporal", (False, True))
     switch_to("kubernetes", (True, False))
@@ -380,8 +363,5 @@ def test_bad_temporal_input_is_reported_and_isolated(
         assert condition["status"] == "False"
         assert "secret-value" not in condition["message"]
     eventually(lambda: ready(kubectl, "neighbour", namespace), what="neighbour unaffected")
-    events = kubectl.run(
-        "get", "events", "-n", namespace, "--field-selector", "type=Warning"
-    ).stdout
-    assert "SecretNotFound" in events
+    assert kubectl.events(namespace, reason="SecretNotFound", type="Warning")
     operator.assert_alive()
