@@ -21,13 +21,14 @@ COMPONENT = "sundial"
 AGGREGATION_WINDOW = timedelta(minutes=10)
 # ...and the count is written at most this often, so a hot problem is not a hot write.
 MIN_PATCH_INTERVAL = timedelta(seconds=60)
+# Events remembered for aggregation before old ones are dropped.
+MAX_TRACKED = 10_000
 
 
 @dataclass
 class _Posted:
     name: str
     count: int
-    written_count: int
     first: datetime
     last_written: datetime
 
@@ -58,7 +59,7 @@ class EventRecorder:
                 posted.count += 1
                 if now - posted.last_written >= MIN_PATCH_INTERVAL:
                     await self._kube.patch_event(meta.namespace, posted.name, posted.count, now)
-                    posted.written_count, posted.last_written = posted.count, now
+                    posted.last_written = now
                 return
             digest = hashlib.sha256(repr((key, now)).encode()).hexdigest()[:10]
             name = f"{meta.name}.{digest}"
@@ -84,11 +85,18 @@ class EventRecorder:
                     "reportingInstance": self._instance,
                 },
             )
-            self._posted[key] = _Posted(name, 1, 1, now, now)
+            self._posted[key] = _Posted(name, 1, now, now)
+            if len(self._posted) > MAX_TRACKED:
+                self._prune(now)
         except Exception as error:
             log.warning(
                 "could not post Event %s for %s/%s: %s", reason, meta.namespace, meta.name, error
             )
+
+    def _prune(self, now: datetime) -> None:
+        """Past its window an Event is never raised again, only posted anew: drop it."""
+        for key in [k for k, p in self._posted.items() if now - p.first >= AGGREGATION_WINDOW]:
+            del self._posted[key]
 
     def forget(self, namespace: str, name: str) -> None:
         for key in [k for k in self._posted if k[0] == namespace and k[1] == name]:
