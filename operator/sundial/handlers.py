@@ -106,7 +106,10 @@ class IndexCache:
 
 
 def job_record(meta: kopf.Meta, status: kopf.Status) -> JobRecord | None:
-    scheduled = parse_time(meta.annotations.get(SCHEDULED_TIMESTAMP_ANNOTATION))
+    try:
+        scheduled = parse_time(meta.annotations.get(SCHEDULED_TIMESTAMP_ANNOTATION))
+    except ValueError:
+        return None  # an annotation copied by hand and mangled: not a slot
     created = parse_time(meta.creation_timestamp)
     if scheduled is None or created is None:
         return None  # not made by the CronJob controller for a slot
