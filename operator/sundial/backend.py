@@ -19,7 +19,7 @@ DAY_SEMANTICS_NOTE = (
 
 
 class Cache(Protocol):
-    """Read access to the watched objects (kopf indexes in production)."""
+    """Read access to the watched objects (watchcache.WatchCache in production)."""
 
     def scheduledjob(self, key: Key) -> dict[str, Any] | None: ...
 

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from sundial.models import GROUP, PLURAL, VERSION
 
 FIELD_MANAGER = "sundial"
+LIST_PAGE = 500
 
 __all__ = ["ApiException", "KubeClient", "is_invalid", "is_not_found"]
 
@@ -64,6 +65,43 @@ class KubeClient:
         self._batch = client.BatchV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+
+    async def list_all(
+        self, kind: str, namespaces: list[str], label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind (scheduledjobs, cronjobs, jobs), a page at a time."""
+        calls: dict[str, tuple[Any, Any]] = {
+            "scheduledjobs": (
+                lambda **kw: self._custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kw),
+                lambda ns, **kw: self._custom.list_namespaced_custom_object(
+                    GROUP, VERSION, ns, PLURAL, **kw
+                ),
+            ),
+            "cronjobs": (
+                self._batch.list_cron_job_for_all_namespaces,
+                self._batch.list_namespaced_cron_job,
+            ),
+            "jobs": (self._batch.list_job_for_all_namespaces, self._batch.list_namespaced_job),
+        }
+        cluster_wide, namespaced = calls[kind]
+        scopes: list[Any] = [(cluster_wide, ())] if not namespaces else [
+            (namespaced, (ns,)) for ns in namespaces
+        ]  # fmt: skip
+        items: list[dict[str, Any]] = []
+        for call, args in scopes:
+            token: str | None = None
+            while True:
+                extra: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
+                if label_selector:
+                    extra["label_selector"] = label_selector
+                if token:
+                    extra["_continue"] = token
+                page = _json(await asyncio.to_thread(call, *args, **extra))
+                items.extend(page.get("items") or [])
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    break
+        return items
 
     async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply: creates or updates, and drops fields Sundial no longer sets."""
