@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -54,20 +55,26 @@ def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: 
     memo.queue.add(key)
 
 
-@kopf.on.event("batch", "v1", "cronjobs", labels=MANAGED)
-def cronjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    cache: WatchCache = memo.cache
-    owner = cache.remove_cronjob(dict(body)) if type == "DELETED" else cache.put_cronjob(dict(body))
+def _owned_event(
+    type_: str | None,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    put: Callable[[dict[str, Any]], Key | None],
+    remove: Callable[[dict[str, Any]], Key | None],
+) -> None:
+    owner = remove(dict(body)) if type_ == "DELETED" else put(dict(body))
     if owner is not None:
         memo.queue.add(owner)
+
+
+@kopf.on.event("batch", "v1", "cronjobs", labels=MANAGED)
+def cronjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _owned_event(type, body, memo, memo.cache.put_cronjob, memo.cache.remove_cronjob)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=OWNED_JOBS)
 def job_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    cache: WatchCache = memo.cache
-    owner = cache.remove_job(dict(body)) if type == "DELETED" else cache.put_job(dict(body))
-    if owner is not None:
-        memo.queue.add(owner)
+    _owned_event(type, body, memo, memo.cache.put_job, memo.cache.remove_job)
 
 
 async def relist(kube: KubeClient, cache: WatchCache, namespaces: list[str]) -> list[Key]:
