@@ -12,15 +12,25 @@ from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
-from sundial.missed import KubernetesEvidence, judge_kubernetes, start_accounting, timetable_hash
+from sundial.missed import (
+    SETTLE,
+    KubernetesEvidence,
+    judge_kubernetes,
+    start_accounting,
+    timetable_hash,
+)
 from sundial.models import RunAccounting, ScheduledJob
 from sundial.schedule import Timetable, both_days_restricted
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
 
-# Look again a little after each slot: the CronJob controller needs a moment.
-SLOT_SETTLE_SECONDS = 5.0
+
+@dataclass
+class _LastApply:
+    version_before: str | None
+    body: dict[str, Any]
+    cache_caught_up: bool = False
 
 
 @dataclass
@@ -28,28 +38,25 @@ class KubernetesBackend:
     kube: KubeClient
     cache: Cache
     events: EventRecorder
-    # (spec hash, generation) of each CronJob as last written: the apiserver canonicalises
-    # some values (quantities), so a pass also accepts what it wrote itself.
-    _written: dict[Key, tuple[str, int]] = field(default_factory=dict)
-    # The CronJob as the last write returned it, by the resourceVersion seen before that
-    # write: until the watch cache catches up, a pass uses this instead of writing again.
-    _applied: dict[Key, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
+    # Each CronJob as Sundial's last apply returned it, with the resourceVersion seen
+    # before that apply. Until the watch cache moves past that version, a pass reads this
+    # instead of writing again; and since the apiserver canonicalises some values
+    # (quantities), a live CronJob of the same spec hash and generation is in step.
+    _applied: dict[Key, _LastApply] = field(default_factory=dict)
 
     def forget(self, key: Key) -> None:
-        self._written.pop(key, None)
         self._applied.pop(key, None)
 
     def _live(self, key: Key) -> dict[str, Any] | None:
         cached = self.cache.cronjob(key)
         applied = self._applied.get(key)
-        if applied is None:
+        if applied is None or applied.cache_caught_up:
             return cached
-        before, after = applied
         cached_version = cached["metadata"].get("resourceVersion") if cached else None
-        if cached_version != before:
-            del self._applied[key]  # the cache has caught up (or moved on)
-            return cached
-        return after
+        if cached_version == applied.version_before:
+            return applied.body
+        applied.cache_caught_up = True  # from now on the cache is the truth
+        return cached
 
     async def reconcile(
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
@@ -58,15 +65,16 @@ class KubernetesBackend:
         live = self._live(key)
         if live is None or not self._in_step(key, desired, live):
             before = live["metadata"].get("resourceVersion") if live else None
-            live = await self._apply(key, desired)
-            self._applied[key] = (before, live)
+            live = await self._apply(desired)
+            self._applied[key] = _LastApply(before, live)
         judgement = judge_kubernetes(
             table, sj.spec, self._accounting(sj, live, now), self._evidence(key, sj, live, desired),
             now,
         )  # fmt: skip
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
-        wake = [(t - now).total_seconds() + SLOT_SETTLE_SECONDS for t in status.next_run_times[:1]]
+        # Look again once the next slot has settled (the controller needs a moment).
+        wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
         if judgement.recheck_at is not None:
             wake.append((judgement.recheck_at - now).total_seconds())
         return Outcome(status, min(wake, default=None), judgement.new_runs)
@@ -84,7 +92,7 @@ class KubernetesBackend:
             now=now,
         )  # fmt: skip
 
-    async def _apply(self, key: Key, desired: dict[str, Any]) -> dict[str, Any]:
+    async def _apply(self, desired: dict[str, Any]) -> dict[str, Any]:
         try:
             live = await self.kube.apply_cronjob(desired)
         except ApiException as error:
@@ -94,9 +102,7 @@ class KubernetesBackend:
                     f"the apiserver rejected the CronJob: {api_error_message(error)}",
                 ) from None
             raise Retry(f"writing the CronJob: {api_error_message(error)}") from None
-        spec_hash = desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
-        self._written[key] = (spec_hash, live["metadata"].get("generation", 0))
-        log.info("wrote CronJob %s/%s", *key)
+        log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
         return live
 
     def _in_step(self, key: Key, desired: dict[str, Any], live: dict[str, Any]) -> bool:
@@ -104,11 +110,15 @@ class KubernetesBackend:
             return False
         if cj.spec_in_step(desired, live):
             return True
-        written = (
-            desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION],
-            live["metadata"].get("generation", 0),
+        applied = self._applied.get(key)
+        if applied is None:
+            return False
+        written = applied.body["metadata"]
+        same_spec: bool = (
+            desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
+            == written["annotations"][cj.SPEC_HASH_ANNOTATION]
         )
-        return self._written.get(key) == written
+        return same_spec and live["metadata"].get("generation") == written.get("generation")
 
     @staticmethod
     def _accounting(sj: ScheduledJob, live: dict[str, Any], now: datetime) -> RunAccounting:

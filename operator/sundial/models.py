@@ -27,7 +27,6 @@ MAX_NAME_LENGTH = 52
 
 Backend = Literal["kubernetes", "temporal"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace", "BufferOne", "BufferAll", "CancelOther"]
-TEMPORAL_ONLY_POLICIES = ("BufferOne", "BufferAll", "CancelOther")
 
 # Go-style durations ("90s", "1h30m", "500ms"): the format Kubernetes users already write,
 # and one CEL's duration() can parse, so ranges are checked at apply time.

@@ -103,7 +103,6 @@ class RequestBudget:
         self._tokens = self.capacity
         self._updated = time.monotonic()
         self._lock = asyncio.Lock()
-        self.spent = 0
 
     async def take(self) -> None:
         async with self._lock:
@@ -115,7 +114,6 @@ class RequestBudget:
                 self._updated = now
                 if self._tokens >= 1:
                     self._tokens -= 1
-                    self.spent += 1
                     if self._on_request is not None:
                         self._on_request()
                     return

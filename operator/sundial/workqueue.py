@@ -46,9 +46,6 @@ class WorkQueue(Generic[K]):
         self._sequence = 0
         self._wakeup = asyncio.Event()
 
-    def __len__(self) -> int:
-        return len(self._queued) + len(self._due)
-
     def add(self, key: K) -> None:
         if key in self._processing:
             self._dirty.add(key)
@@ -79,11 +76,6 @@ class WorkQueue(Generic[K]):
 
     def forget(self, key: K) -> None:
         self._failures.pop(key, None)
-
-    def forget_schedule(self, key: K) -> None:
-        """Drop a pending timed wake-up (the object is gone)."""
-        self._due.pop(key, None)
-        self.forget(key)
 
     async def run_timer(self) -> None:
         """Moves delayed keys to the ready queue when they fall due."""
