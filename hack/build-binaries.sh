@@ -16,8 +16,12 @@ cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
 bin="$cache/bin/kube-${kube_version}-etcd-${etcd_version}"
 go=${GO:-go}
 
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] \
-   && [ -x "$bin/kubectl" ] && [ -x "$bin/etcd" ]; then
+kube_commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+all_built() {
+  local name
+  for name in etcd "${kube_commands[@]}"; do [ -x "$bin/$name" ] || return 1; done
+}
+if all_built; then
   echo "$bin"
   exit 0
 fi
@@ -54,20 +58,18 @@ mkdir -p "$cache"
 (cd "$here/etcd" && "$go" build -trimpath -ldflags "-s -w" -o "$bin.partial/etcd" go.etcd.io/etcd/server/v3)
 echo ">> etcd built after $(( $(date +%s) - start ))s" >&2
 
-echo ">> building kube-apiserver, kube-controller-manager, kubectl $kube_version (first time only: 6-15 minutes on 2 cores)" >&2
+echo ">> building ${kube_commands[*]} $kube_version (first time only: 8-20 minutes on 2 cores)" >&2
 log="$cache/build.log"
 # -v names each package as it compiles: count them as progress, keep the rest for errors.
 (cd "$here/kube" && "$go" build -v -trimpath -ldflags "$ldflags" -o "$bin.partial/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl) 2>"$log" >&2 &
+    "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}") 2>"$log" >&2 &
 build=$!
 ticks=0
 while kill -0 "$build" 2>/dev/null; do
   sleep 2
   ticks=$((ticks + 1))
   if [ $((ticks % 15)) -eq 0 ]; then
-    echo ">> $(( $(date +%s) - start ))s: $(wc -l <"$log") packages compiled (about 2500 in all)" >&2
+    echo ">> $(( $(date +%s) - start ))s: $(wc -l <"$log") packages compiled (about 3000 in all)" >&2
   fi
 done
 if ! wait "$build"; then

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs, from the machine's configured Debian sources, what the local stack's node needs
+# beyond the binaries built from Go: the OCI runtime, the CNI plugins, the tools kubelet and
+# kube-proxy call, and what builds images without a registry. Needs root (apt-get); does
+# nothing when everything is already there. Nothing installed here starts a daemon.
+#
+#   hack/install-node-packages.sh
+set -euo pipefail
+
+packages=(
+  runc                         # the OCI runtime containerd's shim calls
+  containernetworking-plugins  # bridge, host-local, portmap in /usr/lib/cni
+  iptables conntrack socat ethtool iproute2 kmod  # kubelet and kube-proxy call these
+  busybox-static               # the busybox image, built without a registry
+  debootstrap                  # the Debian base image for Python images
+  buildah                      # builds the repository's Dockerfiles into local images
+  nginx-light                  # the TLS / API-key front for the Temporal dev server
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: the local node needs these Debian packages: ${missing[*]}" >&2
+  echo "       run as root: apt-get install --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+echo ">> installing Debian packages for the local node: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
