@@ -119,9 +119,13 @@ def judge_kubernetes(
     slots = table.slots_between(accounting.accounted_until, now, MAX_SLOTS_PER_PASS + 1)
     judgement = Judgement(accounting=accounting)
     watermark = accounting.accounted_until
+    # Counted across passes, so an outage gets the same reasons whether the operator
+    # judged it slot by slot or all at once after its own restart.
+    streak = accounting.unmet_streak or 0
     for index, slot in enumerate(slots[:MAX_SLOTS_PER_PASS]):
         if slot in ran:
             watermark = slot
+            streak = 0
             continue
         following = slots[index + 1] if index + 1 < len(slots) else _next_slot(table, slot)
         certain_at = following if following is not None else slot
@@ -142,14 +146,13 @@ def judge_kubernetes(
             reason = "DeadlineExceeded"
         else:
             reason = "ControllerDown"
+        streak += 1
+        if reason == "ControllerDown" and streak > TOO_MANY_MISSED:
+            reason = "TooManyMissed"
         judgement.new_runs.append(MissedRun(scheduled_time=slot, reason=reason))
-    dropped = [r for r in judgement.new_runs if r.reason == "ControllerDown"]
-    if len(dropped) > TOO_MANY_MISSED:
-        judgement.new_runs = [
-            r.model_copy(update={"reason": "TooManyMissed"}) if r.reason == "ControllerDown" else r
-            for r in judgement.new_runs
-        ]
-    judgement.accounting = accounting.model_copy(update={"accounted_until": watermark})
+    judgement.accounting = accounting.model_copy(
+        update={"accounted_until": watermark, "unmet_streak": streak or None}
+    )
     on_time = [
         job.scheduled_time for job in evidence.jobs if job.created - job.scheduled_time <= ON_TIME
     ]

@@ -422,6 +422,11 @@ class RunAccounting(ApiModel):
         default=None, description="The schedule the slots were computed from."
     )
     temporal_counters: TemporalCounters | None = None
+    unmet_streak: int | None = Field(
+        default=None,
+        description="Consecutive slots the CronJob controller has not started, up to the "
+        "watermark: beyond 100 a miss is TooManyMissed, as the controller's own warning.",
+    )
 
 
 class ScheduledJobStatus(ApiModel):

@@ -179,7 +179,28 @@ def test_a_late_run_within_its_deadline_is_not_missed() -> None:
 def test_more_than_a_hundred_dropped_slots_are_too_many_missed() -> None:
     result = judge(spec(), evidence([job(at(150), late=20)]), at(150.5))
     assert len(result.new_runs) == 149
-    assert {r.reason for r in result.new_runs} == {"TooManyMissed"}
+    reasons_in_order = [r.reason for r in result.new_runs]
+    assert reasons_in_order == ["ControllerDown"] * 100 + ["TooManyMissed"] * 49
+
+
+def test_an_outage_gets_the_same_reasons_whether_the_operator_watched_it_or_not() -> None:
+    """Issue 14.10: one rule, independent of Sundial's own uptime."""
+    job_spec = spec()
+    table = timetable(job_spec)
+    ev = evidence([job(at(150), late=20)])
+    # The operator was down too: one pass after the controller came back.
+    at_once = judge_kubernetes(table, job_spec, accounting(), ev, at(150.5))
+    # The operator watched the whole outage: a pass every minute.
+    watched: list[MissedRun] = []
+    current = accounting()
+    for minute in range(1, 151):
+        now = at(minute) + timedelta(seconds=30)
+        outage = evidence([], last_schedule_time=None) if minute < 150 else ev
+        judged = judge_kubernetes(table, job_spec, current, outage, now)
+        watched += judged.new_runs
+        assert judged.accounting is not None
+        current = judged.accounting
+    assert [(r.scheduled_time, r.reason) for r in watched] == reasons(at_once)
 
 
 def test_accounting_restarts_when_the_schedule_changes() -> None:
