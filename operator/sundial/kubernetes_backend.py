@@ -19,8 +19,8 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import RunAccounting, ScheduledJob
-from sundial.schedule import Timetable, both_days_restricted
+from sundial.models import RunAccounting, ScheduledJob, ScheduledJobSpec
+from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,29 @@ class KubernetesBackend:
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
         if judgement.recheck_at is not None:
             wake.append((judgement.recheck_at - now).total_seconds())
+        return Outcome(status, min(wake, default=None), judgement.new_runs)
+
+    def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
+        """The slots of the CronJob already in place, while the spec cannot be applied.
+
+        That CronJob keeps running by its own schedule, so its slots are judged as usual and
+        the watermark keeps moving: an object stuck for days floods no false misses when
+        it is fixed. None when there is no CronJob in place (nothing runs, nothing to judge).
+        """
+        live = self._live(key)
+        if live is None or live["metadata"].get("deletionTimestamp"):
+            return None
+        running = sj.model_copy(update={"spec": running_spec(sj.spec, live["spec"])})
+        try:
+            table = timetable(running.spec)
+        except ScheduleError:
+            return None  # not a schedule Sundial wrote: nothing sound to judge by
+        judgement = judge_kubernetes(
+            table, running.spec, self._accounting(running, live, now),
+            self._evidence(key, running, live, live), now,
+        )  # fmt: skip
+        status = st.kubernetes_status(running, live, table, judgement, now=now)
+        wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
         return Outcome(status, min(wake, default=None), judgement.new_runs)
 
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
@@ -141,3 +164,23 @@ class KubernetesBackend:
             failed_history_limit=sj.spec.failed_runs_history_limit,
             ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
         )
+
+
+def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:
+    """The schedule part of `spec` as the CronJob in place really has it."""
+    return spec.model_copy(
+        update={
+            "backend": "kubernetes",
+            "schedule": cronjob_spec.get("schedule", spec.schedule),
+            "time_zone": cronjob_spec.get("timeZone", spec.time_zone),
+            "suspend": bool(cronjob_spec.get("suspend", False)),
+            "concurrency_policy": cronjob_spec.get("concurrencyPolicy", "Allow"),
+            "starting_deadline_seconds": cronjob_spec.get("startingDeadlineSeconds"),
+            "successful_runs_history_limit": cronjob_spec.get(
+                "successfulJobsHistoryLimit", spec.successful_runs_history_limit
+            ),
+            "failed_runs_history_limit": cronjob_spec.get(
+                "failedJobsHistoryLimit", spec.failed_runs_history_limit
+            ),
+        }
+    )

@@ -74,8 +74,21 @@ class Reconciler:
         try:
             outcome = await self._bring_in_step(key, sj, now)
         except (ScheduleError, SpecProblem) as problem:
-            await self._report(sj, body, problem.reason, problem.message, now)
-            return problem.retry_after if isinstance(problem, SpecProblem) else None
+            retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
+            # The CronJob already in place still runs: keep judging its slots.
+            running = (
+                self.kubernetes.judge_running(key, sj, now)
+                if sj.spec.backend == "kubernetes"
+                else None
+            )
+            if running is None:
+                await self._report(sj, body, problem.reason, problem.message, now)
+                return retry_after
+            await self._report(sj, body, problem.reason, problem.message, now, running.status)
+            await self._announce_runs(sj, running.new_runs, now)
+            self.metrics.runs(key, sj.spec.backend, running.new_runs)
+            wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
+            return min(wakes, default=None)
         except TemporalUnavailable as error:
             await self._report(sj, body, "BackendUnavailable", str(error), now)
             raise
@@ -167,6 +180,7 @@ class Reconciler:
         old_document = dict(body.get("status") or {})
         patch = st.merge_patch(old_document, st.status_document(new))
         if not patch:
+            self._settle_accounting((sj.metadata.namespace, sj.metadata.name), new)
             return
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
@@ -180,12 +194,25 @@ class Reconciler:
             raise Retry(f"writing status: {api_error_message(error)}") from None
         key = (sj.metadata.namespace, sj.metadata.name)
         self._written_status[key] = (sj.metadata.uid, st.status_document(new))
+        self._settle_accounting(key, new)
+
+    def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:
+        """The server holds this watermark now: the slots before it need no memory."""
+        if written.run_accounting is not None:
+            self.cache.forget_slots_before(key, written.run_accounting.accounted_until)
 
     async def _report(
-        self, sj: ScheduledJob, body: dict[str, Any], reason: str, message: str, now: datetime
+        self,
+        sj: ScheduledJob,
+        body: dict[str, Any],
+        reason: str,
+        message: str,
+        now: datetime,
+        observed: ScheduledJobStatus | None = None,
     ) -> None:
-        """Ready=False with the reason, a Warning Event once, the backend left as it was."""
-        new_status = st.not_ready(sj, reason, message, now=now)
+        """Ready=False with the reason, a Warning Event once, the backend left as it was
+        (with `observed`, what the backend still running was judged to have done)."""
+        new_status = st.not_ready(sj, reason, message, now=now, observed=observed)
         if new_status != sj.status:
             await self.events.record(sj, "Warning", reason, message, now=now)
         await self._write_status(sj, body, new_status)

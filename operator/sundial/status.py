@@ -68,10 +68,18 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> ScheduledJobStatus:
-    """The status of an object whose spec cannot be acted on. What the backend last did
-    (times, counters) stays as it was: the backend itself is left untouched."""
-    previous = sj.status
+def not_ready(
+    sj: ScheduledJob,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    observed: ScheduledJobStatus | None = None,
+) -> ScheduledJobStatus:
+    """The status of an object whose spec cannot be acted on. The backend itself is left
+    untouched; what it last did (times, counters) stays as it was, or is `observed` when
+    the backend in place was judged in this pass."""
+    previous = observed or sj.status
     ready = condition(
         previous.conditions,
         READY,

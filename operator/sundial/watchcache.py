@@ -158,6 +158,13 @@ class WatchCache:
             horizon = datetime.now(UTC) - SEEN_SLOTS_KEPT
             slots.difference_update({s for s in slots if s < horizon})
 
+    def forget_slots_before(self, key: Key, watermark: datetime) -> None:
+        """Slots before a watermark written to status are never judged again: what is
+        remembered per object is only what the watermark does not already say."""
+        slots = self._seen.get(key)
+        if slots:
+            slots.difference_update([slot for slot in slots if slot < watermark])
+
     # ---- read by reconcile -----------------------------------------------------------
 
     def scheduledjob(self, key: Key) -> dict[str, Any] | None:

@@ -71,3 +71,14 @@ def test_prune_drops_only_what_the_listing_lacks_and_no_event_mentioned_since() 
     gone = cache.prune("scheduledjobs", {("shop", "kept")}, started)
     assert gone == [("shop", "ghost")]
     assert sorted(cache.scheduledjob_keys()) == [("shop", "kept"), ("shop", "new")]
+
+
+def test_slots_before_the_written_watermark_are_forgotten() -> None:
+    cache = WatchCache()
+    for minute in range(1, 6):
+        cache.put_job(job(f"invoices-{minute}", f"2026-12-02T10:0{minute}:00Z"))
+    cache.forget_slots_before(OWNER, datetime(2026, 12, 2, 10, 4, tzinfo=UTC))
+    assert cache.seen_slots(OWNER) == {
+        datetime(2026, 12, 2, 10, 4, tzinfo=UTC),
+        datetime(2026, 12, 2, 10, 5, tzinfo=UTC),
+    }
