@@ -19,7 +19,7 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import RunAccounting, ScheduledJob, ScheduledJobSpec
+from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.workqueue import Retry
 
@@ -62,6 +62,7 @@ class KubernetesBackend:
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
     ) -> Outcome:
         desired = cj.cronjob_manifest(sj)
+        sj, judged_before_change = self.judge_before_change(key, sj, now)
         live = self._live(key)
         if live is None or not self._in_step(key, desired, live):
             before = live["metadata"].get("resourceVersion") if live else None
@@ -77,7 +78,23 @@ class KubernetesBackend:
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
         if judgement.recheck_at is not None:
             wake.append((judgement.recheck_at - now).total_seconds())
-        return Outcome(status, min(wake, default=None), judgement.new_runs)
+        return Outcome(
+            status, min(wake, default=None), [*judged_before_change, *judgement.new_runs]
+        )
+
+    def judge_before_change(
+        self, key: Key, sj: ScheduledJob, now: datetime
+    ) -> tuple[ScheduledJob, list[MissedRun]]:
+        """When the schedule changed, the old one's slots up to now are judged first, by
+        the CronJob still in place, so a change does not drop what happened since the
+        last look. Returns the object with that judgement in its status, and the runs."""
+        accounting = sj.status.run_accounting
+        if accounting is None or accounting.spec_hash == timetable_hash(sj.spec):
+            return sj, []
+        before = self.judge_running(key, sj, now)
+        if before is None:
+            return sj, []
+        return sj.model_copy(update={"status": before.status}), before.new_runs
 
     def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
         """The slots of the CronJob already in place, while the spec cannot be applied.

@@ -84,13 +84,23 @@ class Judgement:
 
 
 def start_accounting(
-    previous: RunAccounting | None, spec_key: str, now: datetime, since: datetime | None
+    previous: RunAccounting | None,
+    spec_key: str,
+    now: datetime,
+    since: datetime | None,
+    *,
+    keep_counters: bool = False,
 ) -> RunAccounting:
-    """The watermark to judge from: kept while the schedule is unchanged, else `now`."""
+    """The watermark to judge from: kept while the schedule is unchanged, else `now`.
+
+    With keep_counters (the same Temporal schedule, updated in place), the counters last
+    seen stay the baseline: what Temporal counted between the last look and the change
+    is still news, and its totals stay exact."""
     if previous is not None and previous.spec_hash == spec_key:
         return previous
     start = max(now, since) if since is not None else now
-    return RunAccounting(accounted_until=start, spec_hash=spec_key)
+    counters = previous.temporal_counters if previous is not None and keep_counters else None
+    return RunAccounting(accounted_until=start, spec_hash=spec_key, temporal_counters=counters)
 
 
 def judge_kubernetes(

@@ -174,8 +174,9 @@ class TemporalBackend:
             buffer_dropped=description.raw_description.info.buffer_dropped,
         )
         accounting = start_accounting(
-            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at
-        )
+            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at,
+            keep_counters=sj.status.backend == "temporal",
+        )  # fmt: skip
         if accounting.temporal_counters is None:
             # A fresh start: what the counters held before is not this schedule's news.
             accounting = accounting.model_copy(update={"temporal_counters": counters})

@@ -34,7 +34,7 @@ def scheduledjob(schedule: str) -> ScheduledJob:
     return ScheduledJob.model_validate(
         {
             "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1", "generation": 2},
-            "spec": {"schedule": schedule, "job": {"image": "app:2"}},
+            "spec": {"schedule": schedule, "timeZone": "UTC", "job": {"image": "app:2"}},
             "status": {
                 "runAccounting": {"accountedUntil": iso(STUCK_SINCE), "specHash": accepted_hash()}
             },
@@ -94,3 +94,26 @@ def test_the_cronjob_in_place_is_judged_by_its_own_schedule_while_the_spec_is_st
 def test_nothing_is_judged_when_no_cronjob_is_in_place() -> None:
     backend = KubernetesBackend(kube=None, cache=WatchCache(), events=None)  # type: ignore[arg-type]
     assert backend.judge_running(OWNER, scheduledjob("* * * * *"), NOW) is None
+
+
+def test_a_schedule_change_first_judges_the_old_schedule_up_to_the_change() -> None:
+    """Issue 14.13: the slots the old schedule made before the change are not dropped."""
+    cache = WatchCache()
+    cache.watching_since = STUCK_SINCE
+    last_slot = NOW.replace(second=0) - timedelta(minutes=3)
+    cache.put_cronjob(running_cronjob("* * * * *", last_slot))
+    cache.put_job(job_for(last_slot))
+    backend = KubernetesBackend(kube=None, cache=cache, events=None)  # type: ignore[arg-type]
+    document = scheduledjob("*/5 * * * *").model_dump(by_alias=True, mode="json")
+    document["status"]["runAccounting"]["accountedUntil"] = iso(last_slot)
+    sj = ScheduledJob.model_validate(document)
+    before, carried = backend.judge_before_change(OWNER, sj, NOW)
+    # 10:58 and 10:59 had no Job and are certain (the next slot passed); 11:00 is not yet.
+    assert [(r.scheduled_time, r.reason) for r in carried] == [
+        (last_slot + timedelta(minutes=1), "ControllerDown"),
+        (last_slot + timedelta(minutes=2), "ControllerDown"),
+    ]
+    assert before.status.missed_runs == 2
+    # Without a change of schedule there is nothing to judge first.
+    unchanged = scheduledjob("* * * * *")
+    assert backend.judge_before_change(OWNER, unchanged, NOW)[1] == []

@@ -292,3 +292,19 @@ def test_runs_missed_condition_is_set_by_a_miss_and_cleared_by_an_on_time_run() 
     not_raised = runs_missed([cleared], tally(1, 0, at(1), miss, skip_only),
                              Judgement(new_runs=skip_only), now=at(6), generation=1)  # fmt: skip
     assert not_raised.status == "False"
+
+
+def test_a_spec_change_on_temporal_keeps_what_was_counted_before_it() -> None:
+    """Issue 14.13: skips between the last look and a change (suspend) are not dropped."""
+    before = RunAccounting(accounted_until=seconds(50), spec_hash="old",
+                           temporal_counters=TemporalCounters(overlap_skipped=50))  # fmt: skip
+    suspended = temporal_spec(suspend=True)
+    fresh = start_accounting(before, timetable_hash(suspended), seconds(70), since=None,
+                             keep_counters=True)  # fmt: skip
+    assert fresh.accounted_until == seconds(70)
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=54), recent_scheduled=[],
+                          recent_started=[], paused=True)  # fmt: skip
+    result = judge_temporal(timetable(suspended), fresh, ev, seconds(75))
+    assert [r.reason for r in result.new_runs] == ["OverlapSkipped"] * 4
+    # A CronJob's accounting never carries a schedule's counters.
+    assert start_accounting(before, "k8s", seconds(70), since=None).temporal_counters is None
