@@ -166,6 +166,16 @@ class KubeClient:
         data: dict[str, str] = _json(response).get("data") or {}
         return data
 
+    async def cronjob_event_messages(self, namespace: str, cronjob: str) -> list[str]:
+        """The messages of the Events the CronJob controller posted about one CronJob."""
+        response = await asyncio.to_thread(
+            self._core.list_namespaced_event,
+            namespace,
+            field_selector=f"involvedObject.kind=CronJob,involvedObject.name={cronjob}",
+            _preload_content=False,
+        )
+        return [str(item.get("message") or "") for item in _json(response).get("items") or []]
+
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await asyncio.to_thread(self._core.create_namespaced_event, namespace, cast(Any, body))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from sundial.missed import (
 )
 from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.watchcache import job_record
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -62,27 +63,19 @@ class KubernetesBackend:
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
     ) -> Outcome:
         desired = cj.cronjob_manifest(sj)
-        sj, judged_before_change = self.judge_before_change(key, sj, now)
+        sj, judged_before_change = await self.judge_before_change(key, sj, now)
         live = self._live(key)
         if live is None or not self._in_step(key, desired, live):
             before = live["metadata"].get("resourceVersion") if live else None
             live = await self._apply(desired)
             self._applied[key] = _LastApply(before, live)
-        judgement = judge_kubernetes(
-            table, sj.spec, self._accounting(sj, live, now), self._evidence(key, sj, live, desired),
-            now,
-        )  # fmt: skip
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
-        status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
-        # Look again once the next slot has settled (the controller needs a moment).
-        wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
-        if judgement.recheck_at is not None:
-            wake.append((judgement.recheck_at - now).total_seconds())
-        return Outcome(
-            status, min(wake, default=None), [*judged_before_change, *judgement.new_runs]
-        )
+        outcome = await self._judge(key, sj, live, table, now, notes)
+        if not judged_before_change:
+            return outcome
+        return replace(outcome, new_runs=[*judged_before_change, *outcome.new_runs])
 
-    def judge_before_change(
+    async def judge_before_change(
         self, key: Key, sj: ScheduledJob, now: datetime
     ) -> tuple[ScheduledJob, list[MissedRun]]:
         """When the schedule changed, the old one's slots up to now are judged first, by
@@ -91,12 +84,12 @@ class KubernetesBackend:
         accounting = sj.status.run_accounting
         if accounting is None or accounting.spec_hash == timetable_hash(sj.spec):
             return sj, []
-        before = self.judge_running(key, sj, now)
+        before = await self.judge_running(key, sj, now)
         if before is None:
             return sj, []
         return sj.model_copy(update={"status": before.status}), before.new_runs
 
-    def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
+    async def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
         """The slots of the CronJob already in place, while the spec cannot be applied.
 
         That CronJob keeps running by its own schedule, so its slots are judged as usual and
@@ -111,13 +104,46 @@ class KubernetesBackend:
             table = timetable(running.spec)
         except ScheduleError:
             return None  # not a schedule Sundial wrote: nothing sound to judge by
-        judgement = judge_kubernetes(
-            table, running.spec, self._accounting(running, live, now),
-            self._evidence(key, running, live, live), now,
-        )  # fmt: skip
-        status = st.kubernetes_status(running, live, table, judgement, now=now)
+        return await self._judge(key, running, live, table, now, notes=[])
+
+    async def _judge(
+        self,
+        key: Key,
+        sj: ScheduledJob,
+        live: dict[str, Any],
+        table: Timetable,
+        now: datetime,
+        notes: list[str],
+    ) -> Outcome:
+        """Judge the slots by the watch cache; a slot that looks missed there is judged
+        only after a look beyond it (one LIST of the Jobs, one of the controller's Events),
+        so a watch gap never passes for a miss."""
+        accounting = self._accounting(sj, live, now)
+        evidence = self._evidence(key, sj, live)
+        judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
+        if judgement.needs_confirmation:
+            evidence = replace(
+                evidence, confirmed=True, confirmed_slots=await self._slots_beyond_cache(sj)
+            )
+            judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
+        status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
+        # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
+        if judgement.recheck_at is not None:
+            wake.append((judgement.recheck_at - now).total_seconds())
         return Outcome(status, min(wake, default=None), judgement.new_runs)
+
+    async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
+        """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and
+        the CronJob controller's Events naming its Jobs (kept an hour by default)."""
+        namespace, name = sj.metadata.namespace, cj.cronjob_name(sj.metadata.name)
+        try:
+            jobs = await self.kube.list_all("jobs", [namespace], f"{cj.SCHEDULEDJOB_LABEL}={name}")
+            messages = await self.kube.cronjob_event_messages(namespace, name)
+        except ApiException as error:
+            raise Retry(f"confirming missed runs: {api_error_message(error)}") from None
+        slots = {record.scheduled_time for record in map(job_record, jobs) if record is not None}
+        return frozenset(slots | cj.slots_in_controller_events(name, messages))
 
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
@@ -167,11 +193,9 @@ class KubernetesBackend:
             since=st.parse_time(live["metadata"].get("creationTimestamp")),
         )  # fmt: skip
 
-    def _evidence(
-        self, key: Key, sj: ScheduledJob, live: dict[str, Any], desired: dict[str, Any]
-    ) -> KubernetesEvidence:
+    def _evidence(self, key: Key, sj: ScheduledJob, live: dict[str, Any]) -> KubernetesEvidence:
         observed = live.get("status") or {}
-        job_spec = desired["spec"]["jobTemplate"].get("spec", {})
+        job_spec = live["spec"]["jobTemplate"].get("spec", {})
         return KubernetesEvidence(
             jobs=self.cache.jobs(key),
             seen_slots=self.cache.seen_slots(key),

@@ -395,6 +395,9 @@ MissReason = Literal[
     "BufferDropped",
     "TooManyMissed",
     "OverlapSkipped",
+    # Sundial cannot tell: no evidence either way (it did not watch, the Job and the
+    # controller's Events are gone). Shown, never counted as missed.
+    "Unknown",
 ]
 
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -30,6 +30,12 @@ from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
+
+# Event type, wording and reason per kind of judged run; any other reason is a miss.
+RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
+    "OverlapSkipped": ("Warning", "skipped", "RunSkipped"),
+    "Unknown": ("Normal", "could not be verified", "RunUnverified"),
+}
 
 
 @dataclass
@@ -77,7 +83,7 @@ class Reconciler:
             retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
             # The CronJob already in place still runs: keep judging its slots.
             running = (
-                self.kubernetes.judge_running(key, sj, now)
+                await self.kubernetes.judge_running(key, sj, now)
                 if sj.spec.backend == "kubernetes"
                 else None
             )
@@ -165,14 +171,11 @@ class Reconciler:
         window raise its count, so a long outage is one Event, not a storm."""
         for reason in sorted({run.reason for run in new_runs}):
             runs = [r for r in new_runs if r.reason == reason]
-            verb = "skipped" if reason == "OverlapSkipped" else "missed"
+            kind, verb, event_reason = RUN_EVENTS.get(reason, ("Warning", "missed", "RunMissed"))
             times = ", ".join(st.iso(r.scheduled_time) for r in runs[:5])
             more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
             message = f"{len(runs)} run(s) {verb} ({reason}): scheduled for {times}{more}"
-            await self.events.record(
-                sj, "Warning", "RunSkipped" if verb == "skipped" else "RunMissed", message,
-                now=now, aggregate_key=reason,
-            )  # fmt: skip
+            await self.events.record(sj, kind, event_reason, message, now=now, aggregate_key=reason)
 
     async def _write_status(
         self, sj: ScheduledJob, body: dict[str, Any], new: ScheduledJobStatus

@@ -14,7 +14,7 @@ from typing import Any
 from temporalio.client import ScheduleDescription
 
 from sundial.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
-from sundial.missed import Judgement, Tally, tally
+from sundial.missed import Judgement, Tally, counts_as_missed, tally
 from sundial.models import (
     BackendRef,
     Condition,
@@ -108,7 +108,7 @@ def runs_missed(
     """True from a missed run until a later slot runs on time. Skips do not set it: they
     are the overlap policy doing what it was asked."""
     old = find_condition(previous, RUNS_MISSED)
-    missed = [r for r in judgement.new_runs if r.reason != "OverlapSkipped"]
+    missed = [r for r in judgement.new_runs if counts_as_missed(r)]
 
     def make(status: ConditionStatus, reason: str, message: str) -> Condition:
         return condition(previous, RUNS_MISSED, status, reason, message, now=now,

@@ -3,6 +3,7 @@ running, so its slots keep being judged: fixing the spec after days floods no mi
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from sundial.missed import timetable_hash
 from sundial.models import ScheduledJob, ScheduledJobSpec
 from sundial.watchcache import WatchCache
 
-NOW = datetime(2026, 12, 4, 10, 0, 30, tzinfo=UTC)
+NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)
 STUCK_SINCE = NOW - timedelta(days=2)
 OWNER = ("shop", "invoices")
 LABELS = {"sundial.dev/scheduledjob": "invoices", "app.kubernetes.io/managed-by": "sundial"}
@@ -65,35 +66,49 @@ def job_for(slot: datetime) -> dict[str, Any]:
     }  # fmt: skip
 
 
+class NothingMoreListed:
+    """What the API returns beyond the watch cache in these cases: no other Job, no Event
+    of the controller. (The real listing is exercised against the apiserver.)"""
+
+    async def list_all(self, *_: object) -> list[dict[str, Any]]:
+        return []
+
+    async def cronjob_event_messages(self, *_: object) -> list[str]:
+        return []
+
+
+def backend_for(cache: WatchCache) -> KubernetesBackend:
+    return KubernetesBackend(kube=NothingMoreListed(), cache=cache, events=None)  # type: ignore[arg-type]
+
+
+def at_watermark(sj: ScheduledJob, watermark: datetime) -> ScheduledJob:
+    document = sj.model_dump(by_alias=True, mode="json")
+    document["status"]["runAccounting"]["accountedUntil"] = iso(watermark)
+    return ScheduledJob.model_validate(document)
+
+
 def test_the_cronjob_in_place_is_judged_by_its_own_schedule_while_the_spec_is_stuck() -> None:
     last_slot = NOW.replace(second=0)
     cache = WatchCache()
-    # The operator restarted a moment ago: the slots before are known from the CronJob's
-    # lastScheduleTime and its history (three Jobs kept), not from watching.
-    cache.watching_since = NOW - timedelta(seconds=150)
+    cache.watching_since = STUCK_SINCE
     cache.put_cronjob(running_cronjob("* * * * *", last_slot))
     for minutes in range(0, 3):
         cache.put_job(job_for(last_slot - timedelta(minutes=minutes)))
-    backend = KubernetesBackend(kube=None, cache=cache, events=None)  # type: ignore[arg-type]
-    # The new spec changed the schedule too: the CronJob in place still runs the old one.
-    sj = scheduledjob("*/5 * * * *")
-    new_runs = []
-    for _ in range(3):  # a backlog of two days takes two passes (2000 slots per pass)
-        outcome = backend.judge_running(OWNER, sj, NOW)
-        assert outcome is not None
-        new_runs += outcome.new_runs
-        sj = sj.model_copy(update={"status": outcome.status})
+    # The new spec changed the schedule too: the CronJob in place still runs the old one,
+    # every minute, and its slots are judged by it (10:02 is no slot of */5).
+    sj = at_watermark(scheduledjob("*/5 * * * *"), last_slot - timedelta(minutes=3))
+    outcome = asyncio.run(backend_for(cache).judge_running(OWNER, sj, NOW))
+    assert outcome is not None
     accounting = outcome.status.run_accounting
     assert accounting is not None
-    # Slots before the Jobs it still has are judged too: the controller ran them (history
-    # limits removed their Jobs), so none of them is missed, and the watermark moves.
     assert accounting.accounted_until == last_slot
-    assert new_runs == []
+    assert outcome.new_runs == []
 
 
 def test_nothing_is_judged_when_no_cronjob_is_in_place() -> None:
-    backend = KubernetesBackend(kube=None, cache=WatchCache(), events=None)  # type: ignore[arg-type]
-    assert backend.judge_running(OWNER, scheduledjob("* * * * *"), NOW) is None
+    backend = backend_for(WatchCache())
+    outcome = asyncio.run(backend.judge_running(OWNER, scheduledjob("* * * * *"), NOW))
+    assert outcome is None
 
 
 def test_a_schedule_change_first_judges_the_old_schedule_up_to_the_change() -> None:
@@ -103,17 +118,15 @@ def test_a_schedule_change_first_judges_the_old_schedule_up_to_the_change() -> N
     last_slot = NOW.replace(second=0) - timedelta(minutes=3)
     cache.put_cronjob(running_cronjob("* * * * *", last_slot))
     cache.put_job(job_for(last_slot))
-    backend = KubernetesBackend(kube=None, cache=cache, events=None)  # type: ignore[arg-type]
-    document = scheduledjob("*/5 * * * *").model_dump(by_alias=True, mode="json")
-    document["status"]["runAccounting"]["accountedUntil"] = iso(last_slot)
-    sj = ScheduledJob.model_validate(document)
-    before, carried = backend.judge_before_change(OWNER, sj, NOW)
-    # 10:58 and 10:59 had no Job and are certain (the next slot passed); 11:00 is not yet.
+    backend = backend_for(cache)
+    sj = at_watermark(scheduledjob("*/5 * * * *"), last_slot)
+    before, carried = asyncio.run(backend.judge_before_change(OWNER, sj, NOW))
+    # 10:00 and 10:01 had no Job and are certain (the next slot passed); 10:02 is not yet.
     assert [(r.scheduled_time, r.reason) for r in carried] == [
         (last_slot + timedelta(minutes=1), "ControllerDown"),
         (last_slot + timedelta(minutes=2), "ControllerDown"),
     ]
     assert before.status.missed_runs == 2
     # Without a change of schedule there is nothing to judge first.
-    unchanged = scheduledjob("* * * * *")
-    assert backend.judge_before_change(OWNER, unchanged, NOW)[1] == []
+    unchanged = at_watermark(scheduledjob("* * * * *"), last_slot)
+    assert asyncio.run(backend.judge_before_change(OWNER, unchanged, NOW))[1] == []

@@ -82,3 +82,18 @@ def test_slots_before_the_written_watermark_are_forgotten() -> None:
         datetime(2026, 12, 2, 10, 4, tzinfo=UTC),
         datetime(2026, 12, 2, 10, 5, tzinfo=UTC),
     }
+
+
+def test_without_the_annotation_the_slot_comes_from_the_controllers_job_name() -> None:
+    """Issue 14.9: clusters whose Jobs lack the scheduled-timestamp annotation."""
+    made = job("invoices-29412245", None)
+    made["metadata"]["ownerReferences"] = [
+        {"kind": "CronJob", "name": "invoices", "controller": True, "uid": "u"}
+    ]
+    record = job_record(made)
+    assert record is not None
+    assert record.scheduled_time == datetime.fromtimestamp(29412245 * 60, UTC)
+    # `kubectl create job --from=cronjob/invoices invoices-12345`: no controller reference.
+    manual = job("invoices-12345", None)
+    manual["metadata"]["ownerReferences"] = [{"kind": "CronJob", "name": "invoices", "uid": "u"}]
+    assert job_record(manual) is None
