@@ -53,6 +53,23 @@ def slots_in_controller_events(cronjob: str, messages: list[str]) -> set[datetim
     return found
 
 
+# A person's request to take over an existing object of this name (a CronJob, or a
+# Temporal schedule id): its spec is then replaced wholly by the ScheduledJob's.
+ADOPT_ANNOTATION = f"{GROUP}/adopt"
+
+
+def is_owned_by(obj: dict[str, Any], sj: ScheduledJob) -> bool:
+    """Made by this ScheduledJob: its controller owner reference names the object's uid."""
+    return any(
+        ref.get("controller") and ref.get("uid") == sj.metadata.uid
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+
+
+def adoption_requested(sj: ScheduledJob, name: str) -> bool:
+    return sj.metadata.annotations.get(ADOPT_ANNOTATION) == name
+
+
 def owner_reference(sj: ScheduledJob) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",

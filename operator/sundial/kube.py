@@ -118,6 +118,33 @@ class KubeClient:
         )
         return _json(response)
 
+    async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self._batch.read_namespaced_cron_job, name, namespace, _preload_content=False
+            )
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return _json(response)
+
+    async def replace_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Replace a CronJob wholly (adoption). Its field ownership is cleared, so that
+        Sundial's next server-side apply owns every field it sets and no other manager's
+        leftovers survive (`managedFields: [{}]` strips them)."""
+        meta = manifest["metadata"]
+        body = {**manifest, "metadata": {**meta, "managedFields": [{}]}}
+        response = await asyncio.to_thread(
+            self._batch.replace_namespaced_cron_job,
+            meta["name"],
+            meta["namespace"],
+            cast(Any, body),
+            field_manager=FIELD_MANAGER,
+            _preload_content=False,
+        )
+        return _json(response)
+
     async def delete_cronjob(self, namespace: str, name: str, *, propagation: str) -> None:
         try:
             await asyncio.to_thread(

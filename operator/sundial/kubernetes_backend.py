@@ -64,7 +64,7 @@ class KubernetesBackend:
     ) -> Outcome:
         desired = cj.cronjob_manifest(sj)
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
-        live = self._live(key)
+        live = await self._owned_or_adopted(key, sj, desired, now)
         if live is None or not self._in_step(key, desired, live):
             before = live["metadata"].get("resourceVersion") if live else None
             live = await self._apply(desired)
@@ -74,6 +74,56 @@ class KubernetesBackend:
         if not judged_before_change:
             return outcome
         return replace(outcome, new_runs=[*judged_before_change, *outcome.new_runs])
+
+    async def _owned_or_adopted(
+        self, key: Key, sj: ScheduledJob, desired: dict[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """The CronJob of this name if Sundial made it for this object, None if there is
+        none; one made by anybody else is never written over, unless adoption was asked
+        for. The watch cache holds only Sundial-labelled CronJobs, so a miss there is
+        checked with a GET before the first apply (which would take the object over)."""
+        live = self._live(key)
+        if live is None:
+            try:
+                live = await self.kube.read_cronjob(*key)
+            except ApiException as error:
+                raise Retry(f"reading the CronJob: {api_error_message(error)}") from None
+            if live is None:
+                return None
+        if cj.is_owned_by(live, sj):
+            return live
+        name = live["metadata"]["name"]
+        if not cj.adoption_requested(sj, name):
+            raise SpecProblem(
+                "CronJobExists",
+                f"a CronJob named {name} already exists in {key[0]} and was not made by "
+                "this ScheduledJob; Sundial leaves it alone. Rename the ScheduledJob, "
+                f"delete that CronJob, or adopt it: `kubectl annotate scheduledjob {key[1]} "
+                f"{cj.ADOPT_ANNOTATION}={name}` (its spec is then replaced wholly by this "
+                "ScheduledJob's; its Jobs and history are kept)",
+                # That CronJob is not watched: look again now and then, for its deletion.
+                retry_after=60.0,
+            )
+        try:
+            adopted = await self.kube.replace_cronjob(
+                {**desired, "metadata": {**desired["metadata"],
+                                         "resourceVersion": live["metadata"]["resourceVersion"]}}
+            )  # fmt: skip
+        except ApiException as error:
+            if is_invalid(error):
+                raise SpecProblem(
+                    "InvalidJobTemplate",
+                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                ) from None
+            raise Retry(f"adopting the CronJob: {api_error_message(error)}") from None
+        self._applied[key] = _LastApply(live["metadata"].get("resourceVersion"), adopted)
+        log.info("adopted CronJob %s/%s", *key)
+        await self.events.record(
+            sj, "Normal", "Adopted",
+            f"adopted the existing CronJob {name} ({cj.ADOPT_ANNOTATION}): its spec was "
+            "replaced by this ScheduledJob's, its Jobs and history kept", now=now,
+        )  # fmt: skip
+        return adopted
 
     async def judge_before_change(
         self, key: Key, sj: ScheduledJob, now: datetime
@@ -99,6 +149,8 @@ class KubernetesBackend:
         live = self._live(key)
         if live is None or live["metadata"].get("deletionTimestamp"):
             return None
+        if not cj.is_owned_by(live, sj):
+            return None  # not Sundial's: its runs are not this object's to judge
         running = sj.model_copy(update={"spec": running_spec(sj.spec, live["spec"])})
         try:
             table = timetable(running.spec)
@@ -151,6 +203,8 @@ class KubernetesBackend:
         cronjob = self.cache.cronjob(key)
         if cronjob is None or cronjob["metadata"].get("deletionTimestamp"):
             return  # a CronJob being deleted is inert: its controller ignores it
+        if not cj.is_owned_by(cronjob, sj):
+            return  # never delete what this object did not make
         await self.kube.delete_cronjob(*key, propagation="Orphan")
         await self.events.record(
             sj, "Normal", "BackendSwitched",

@@ -482,6 +482,7 @@ class ObjectMeta(BaseModel):
     creation_timestamp: datetime | None = Field(default=None, alias="creationTimestamp")
     deletion_timestamp: datetime | None = Field(default=None, alias="deletionTimestamp")
     finalizers: list[str] = Field(default_factory=list)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class ScheduledJob(BaseModel):

@@ -46,6 +46,8 @@ def scheduledjob(schedule: str) -> ScheduledJob:
 def running_cronjob(schedule: str, last_slot: datetime) -> dict[str, Any]:
     return {
         "metadata": {"name": "invoices", "namespace": "shop", "labels": LABELS,
+                     "ownerReferences": [{"kind": "ScheduledJob", "name": "invoices",
+                                          "uid": "u1", "controller": True}],
                      "creationTimestamp": iso(STUCK_SINCE - timedelta(days=1))},
         "spec": {"schedule": schedule, "timeZone": "UTC", "concurrencyPolicy": "Allow",
                  "suspend": False, "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
