@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from temporalio.client import ScheduleDescription
@@ -14,6 +14,7 @@ from temporalio.client import ScheduleDescription
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
 from sundial.config import OperatorConfig
+from sundial.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
 from sundial.missed import (
@@ -35,6 +36,7 @@ from sundial.temporal import (
 from sundial.temporal_schedule import (
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
+    SCHEDULEDJOB_UID_MEMO_KEY,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,
     schedule_id,
@@ -80,6 +82,7 @@ class TemporalBackend:
     async def reconcile(
         self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
     ) -> Outcome:
+        prepared = await self._owned_or_adopted(sj, prepared, now)
         try:
             description, spec_hash = await self._upsert(sj, prepared, now)
         except TemporalRejected as error:
@@ -99,6 +102,33 @@ class TemporalBackend:
         )
         return Outcome(status, self.config.temporal_resync_seconds, judgement.new_runs)
 
+    async def _owned_or_adopted(
+        self, sj: ScheduledJob, prepared: Prepared, now: datetime
+    ) -> Prepared:
+        """A schedule under this id that Sundial did not create for this object is never
+        written over, unless adoption was asked for. Temporal keeps a schedule's memo
+        from its creation, so adopting means deleting it and creating Sundial's."""
+        identity = prepared.schedule_id
+        if prepared.description is None or await _made_for(sj, prepared.description):
+            return prepared
+        if not adoption_requested(sj, identity):
+            raise SpecProblem(
+                "ScheduleExists",
+                f"a Temporal schedule {identity} already exists in namespace "
+                f"{prepared.connection.namespace} and was not created by this ScheduledJob; "
+                "Sundial leaves it alone. Delete that schedule, or adopt it: `kubectl annotate "
+                f"scheduledjob {sj.metadata.name} {ADOPT_ANNOTATION}={identity}` (it is then "
+                "deleted and created again from this ScheduledJob; its counters start afresh)",
+                retry_after=60.0,
+            )
+        await self.temporal.delete(prepared.connection, identity)
+        await self.events.record(
+            sj, "Normal", "Adopted",
+            f"adopted the existing Temporal schedule {identity} ({ADOPT_ANNOTATION}): it was "
+            "replaced by this ScheduledJob's", now=now,
+        )  # fmt: skip
+        return replace(prepared, description=None)
+
     async def retire(self, sj: ScheduledJob, now: datetime) -> None:
         """Switching to kubernetes: the schedule goes before the CronJob comes."""
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
@@ -117,8 +147,15 @@ class TemporalBackend:
             if ref is not None and ref.schedule_id
             else schedule_id(self.config.schedule_id_prefix, *_key(sj))
         )
-        await self.temporal.delete(await self._connection(sj), identity)
-        log.info("deleted Temporal schedule %s", identity)
+        connection = await self._connection(sj)
+        description = await self.temporal.describe(connection, identity)
+        if description is not None:
+            if await _made_for(sj, description):
+                await self.temporal.delete(connection, identity)
+                log.info("deleted Temporal schedule %s", identity)
+            else:
+                log.info("left Temporal schedule %s alone: not made for %s/%s", identity,
+                         *_key(sj))  # fmt: skip
         await self._set_finalizer(sj, present=False)
 
     async def _upsert(
@@ -129,7 +166,11 @@ class TemporalBackend:
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         description = prepared.description
         if description is None:
-            memo = {SPEC_HASH_MEMO_KEY: spec_hash, SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj))}
+            memo = {
+                SPEC_HASH_MEMO_KEY: spec_hash,
+                SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj)),
+                SCHEDULEDJOB_UID_MEMO_KEY: sj.metadata.uid,
+            }
             await self.temporal.create(connection, identity, schedule, memo)
             log.info("created Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
@@ -260,3 +301,16 @@ def _decoded(data: dict[str, str], key: str) -> bytes | None:
         return base64.b64decode(raw)
     except (binascii.Error, ValueError):
         return None
+
+
+async def _made_for(sj: ScheduledJob, description: ScheduleDescription) -> bool:
+    """Sundial created this schedule for this object: its memo names the object (and its
+    uid; a schedule from before uids were written names only the object)."""
+    try:
+        memo = await description.memo()
+    except Exception:  # a memo Sundial cannot decode is not Sundial's
+        return False
+    if memo.get(SCHEDULEDJOB_MEMO_KEY) != "/".join(_key(sj)):
+        return False
+    uid = memo.get(SCHEDULEDJOB_UID_MEMO_KEY)
+    return uid is None or uid == sj.metadata.uid

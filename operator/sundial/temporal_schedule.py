@@ -23,6 +23,8 @@ from sundial.schedule import parse_duration
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
 SCHEDULEDJOB_MEMO_KEY = f"{GROUP}/scheduledjob"
+# The ScheduledJob's uid: a schedule is Sundial's for an object only if it says so.
+SCHEDULEDJOB_UID_MEMO_KEY = f"{GROUP}/scheduledjob-uid"
 # startingDeadlineSeconds unset means "no deadline" on a CronJob; Temporal always has a
 # catch-up window, so Sundial sets the server's own default, one year, explicitly (some
 # SDKs document 60 s, and an implicit default is a surprise waiting to happen).
