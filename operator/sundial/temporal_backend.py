@@ -187,10 +187,11 @@ class TemporalBackend:
             await self.temporal.update(connection, identity, schedule, keep_state=True)
             log.info("updated Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
-        # suspend pauses with Sundial's note; lifting it lifts only Sundial's own pause,
-        # never one made by hand or by pause-on-failure.
+        # suspend pauses with Sundial's note, taking over a pause made by hand (so setting
+        # suspend true and back to false clears it, as the PausedInTemporal advice says);
+        # lifting it lifts only Sundial's own pause, never one by hand or pause-on-failure.
         state = description.schedule.state
-        if sj.spec.suspend and not state.paused:
+        if sj.spec.suspend and not (state.paused and state.note == SUSPEND_NOTE):
             await self.temporal.set_paused(connection, identity, True, SUSPEND_NOTE)
             description = await self._describe(connection, identity)
         elif not sj.spec.suspend and state.paused and state.note == SUSPEND_NOTE:

@@ -242,6 +242,24 @@ def test_a_pause_by_hand_is_reported_not_undone(
         ),
         duration=12,
     )
+    # Issue 14.17: the advice in the message works. suspend true takes the pause over...
+    kubectl.run("patch", "scheduledjob", "paused", "-n", namespace, "--type=merge",
+                "-p", '{"spec": {"suspend": true}}')  # fmt: skip
+    eventually(lambda: ready(kubectl, "paused", namespace), what="Ready while suspended")
+    # ...and false lifts it.
+    kubectl.run("patch", "scheduledjob", "paused", "-n", namespace, "--type=merge",
+                "-p", '{"spec": {"suspend": false}}')  # fmt: skip
+    eventually(
+        lambda: (
+            (d := describe(temporal, namespace, "paused")) is not None
+            and not d.schedule.state.paused
+        ),
+        what="unpaused after suspend true -> false",
+    )
+    eventually(
+        lambda: ready_condition(kubectl, "paused", namespace).get("reason") == "Reconciled",
+        what="Ready Reconciled",
+    )
 
 
 def test_delete_removes_the_schedule_and_the_finalizer(
