@@ -11,7 +11,13 @@ from sundial import cronjob as cj
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
+from sundial.kube import (
+    ApiException,
+    KubeClient,
+    api_error_message,
+    is_invalid,
+    refusal_reason,
+)
 from sundial.missed import (
     SETTLE,
     KubernetesEvidence,
@@ -115,7 +121,9 @@ class KubernetesBackend:
                     "InvalidJobTemplate",
                     f"the apiserver rejected the CronJob: {api_error_message(error)}",
                 ) from None
-            raise Retry(f"adopting the CronJob: {api_error_message(error)}") from None
+            raise Retry(
+                f"adopting the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
         self._applied[key] = _LastApply(live["metadata"].get("resourceVersion"), adopted)
         log.info("adopted CronJob %s/%s", *key)
         await self.events.record(
@@ -221,7 +229,9 @@ class KubernetesBackend:
                     "InvalidJobTemplate",
                     f"the apiserver rejected the CronJob: {api_error_message(error)}",
                 ) from None
-            raise Retry(f"writing the CronJob: {api_error_message(error)}") from None
+            raise Retry(
+                f"writing the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
         log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
         return live
 

@@ -25,7 +25,7 @@ from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus
 from sundial.schedule import ScheduleError, timetable
-from sundial.temporal import TemporalUnavailable
+from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.workqueue import Retry
 
@@ -80,23 +80,13 @@ class Reconciler:
         try:
             outcome = await self._bring_in_step(key, sj, now)
         except (ScheduleError, SpecProblem) as problem:
-            retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
-            # The CronJob already in place still runs: keep judging its slots.
-            running = (
-                await self.kubernetes.judge_running(key, sj, now)
-                if sj.spec.backend == "kubernetes"
-                else None
-            )
-            if running is None:
-                await self._report(sj, body, problem.reason, problem.message, now)
-                return retry_after
-            await self._report(sj, body, problem.reason, problem.message, now, running.status)
-            await self._announce_runs(sj, running.new_runs, now)
-            self.metrics.runs(key, sj.spec.backend, running.new_runs)
-            wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
-            return min(wakes, default=None)
-        except TemporalUnavailable as error:
-            await self._report(sj, body, "BackendUnavailable", str(error), now)
+            return await self._report_problem(key, sj, body, problem, now)
+        except Retry as retry:
+            # Transient, retried with backoff; meanwhile the condition says why.
+            await self._report(sj, body, retry.reason, str(retry), now)
+            raise
+        except Exception as error:
+            await self._report(sj, body, "InternalError", f"{type(error).__name__}: {error}", now)
             raise
 
         # 4. Write the rebuilt status if it changed. Status first: if the write fails, the
@@ -111,6 +101,31 @@ class Reconciler:
             next_runs[0] if next_runs else None,
         )  # fmt: skip
         return outcome.requeue_after
+
+    async def _report_problem(
+        self,
+        key: Key,
+        sj: ScheduledJob,
+        body: dict[str, Any],
+        problem: ScheduleError | SpecProblem,
+        now: datetime,
+    ) -> float | None:
+        """Ready=False for a problem only a spec change can fix. A CronJob already in
+        place still runs by its last accepted spec, so its slots are still judged."""
+        retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
+        running = (
+            await self.kubernetes.judge_running(key, sj, now)
+            if sj.spec.backend == "kubernetes"
+            else None
+        )
+        if running is None:
+            await self._report(sj, body, problem.reason, problem.message, now)
+            return retry_after
+        await self._report(sj, body, problem.reason, problem.message, now, running.status)
+        await self._announce_runs(sj, running.new_runs, now)
+        self.metrics.runs(key, sj.spec.backend, running.new_runs)
+        wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
+        return min(wakes, default=None)
 
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
         written = self._written_status.get(key)
@@ -142,7 +157,11 @@ class Reconciler:
             raise
         except SpecProblem as problem:
             await self._report(sj, body, problem.reason, problem.message, now)
-            raise Retry(problem.message) from None
+            raise Retry(problem.message, problem.reason) from None
+        except TemporalRejected as error:
+            message = f"cannot delete the Temporal schedule, retrying: {error}"
+            await self._report(sj, body, "TemporalRejected", message, now)
+            raise Retry(message, "TemporalRejected") from None
 
     # ---- what the pass tells people --------------------------------------------------
 

@@ -77,7 +77,11 @@ class TemporalBackend:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
         identity = schedule_id(self.config.schedule_id_prefix, *_key(sj))
-        return Prepared(connection, identity, await self.temporal.describe(connection, identity))
+        try:
+            description = await self.temporal.describe(connection, identity)
+        except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
+            raise SpecProblem("TemporalRejected", str(error), retry_after=60.0) from None
+        return Prepared(connection, identity, description)
 
     async def reconcile(
         self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
