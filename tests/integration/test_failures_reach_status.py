@@ -42,7 +42,7 @@ def cronjob_refusing_policy(kubectl: Kubectl) -> Iterator[None]:
                     }
                 ],
             },
-        }  # fmt: skip
+        }
     )
     kubectl.apply(
         {
