@@ -109,9 +109,14 @@ class KubeClient:
                     break
         return items
 
-    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply: creates or updates, and drops fields Sundial no longer sets."""
+    async def apply_cronjob(
+        self, manifest: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Server-side apply: creates or updates, and drops fields Sundial no longer sets.
+        With dry_run, the apiserver gives its full verdict (admission included) and
+        stores nothing."""
         meta = manifest["metadata"]
+        extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         response = await asyncio.to_thread(
             self._batch.patch_namespaced_cron_job,
             meta["name"],
@@ -121,8 +126,17 @@ class KubeClient:
             force=True,
             _content_type="application/apply-patch+yaml",
             _preload_content=False,
+            **extra,
         )
         return _json(response)
+
+    async def set_job_ttl(self, namespace: str, name: str, seconds: int) -> None:
+        await asyncio.to_thread(
+            self._batch.patch_namespaced_job,
+            name,
+            namespace,
+            {"spec": {"ttlSecondsAfterFinished": seconds}},
+        )
 
     async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -16,6 +16,7 @@ from sundial.kube import (
     KubeClient,
     api_error_message,
     is_invalid,
+    is_not_found,
     refusal_reason,
 )
 from sundial.missed import (
@@ -205,14 +206,56 @@ class KubernetesBackend:
         slots = {record.scheduled_time for record in map(job_record, jobs) if record is not None}
         return frozenset(slots | cj.slots_in_controller_events(name, messages))
 
+    def in_place(self, key: Key, sj: ScheduledJob) -> bool:
+        """This object's CronJob is there and active (one being deleted is inert)."""
+        cronjob = self._live(key)
+        return (
+            cronjob is not None
+            and not cronjob["metadata"].get("deletionTimestamp")
+            and cj.is_owned_by(cronjob, sj)
+        )
+
+    def run_in_progress(self, key: Key) -> bool:
+        """A Job the CronJob started is still running (it outlives its CronJob)."""
+        return any(job.finished_at is None for job in self.cache.jobs(key))
+
+    async def check_accepted(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
+        """Switching from temporal: before the schedule goes, the CronJob must be ours to
+        write and the apiserver must accept it (a server-side dry run, admission
+        included). SpecProblem or Retry otherwise, and the schedule keeps running."""
+        desired = cj.cronjob_manifest(sj)
+        await self._owned_or_adopted(key, sj, desired, now)
+        try:
+            await self.kube.apply_cronjob(desired, dry_run=True)
+        except ApiException as error:
+            if is_invalid(error):
+                raise SpecProblem(
+                    "InvalidJobTemplate",
+                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                ) from None
+            raise Retry(
+                f"checking the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
+
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
-        running now is allowed to finish."""
-        cronjob = self.cache.cronjob(key)
-        if cronjob is None or cronjob["metadata"].get("deletionTimestamp"):
-            return  # a CronJob being deleted is inert: its controller ignores it
-        if not cj.is_owned_by(cronjob, sj):
-            return  # never delete what this object did not make
+        running now is allowed to finish; without an owner, only a TTL removes the Jobs
+        afterwards, so those that have none get the default one first."""
+        if not self.in_place(key, sj):
+            return
+        cronjob = self._live(key)
+        assert cronjob is not None
+        template = cronjob["spec"]["jobTemplate"].get("spec", {})
+        if template.get("ttlSecondsAfterFinished") is None:
+            for name in self.cache.job_names(key):
+                try:
+                    await self.kube.set_job_ttl(key[0], name, cj.DEFAULT_TTL_SECONDS_AFTER_FINISHED)
+                except ApiException as error:
+                    if not is_not_found(error):
+                        raise Retry(
+                            f"giving Job {name} a TTL: {api_error_message(error)}",
+                            refusal_reason(error),
+                        ) from None
         await self.kube.delete_cronjob(*key, propagation="Orphan")
         await self.events.record(
             sj, "Normal", "BackendSwitched",

@@ -113,11 +113,8 @@ class Reconciler:
         """Ready=False for a problem only a spec change can fix. A CronJob already in
         place still runs by its last accepted spec, so its slots are still judged."""
         retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
-        running = (
-            await self.kubernetes.judge_running(key, sj, now)
-            if sj.spec.backend == "kubernetes"
-            else None
-        )
+        # (Also mid-switch to temporal: the CronJob runs until Temporal accepts.)
+        running = await self.kubernetes.judge_running(key, sj, now)
         if running is None:
             await self._report(sj, body, problem.reason, problem.message, now)
             return retry_after
@@ -139,11 +136,19 @@ class Reconciler:
 
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
+        # A switch retires the old backend only once the new one has accepted the object,
+        # so a refusal leaves the old one running (status: Switching True, Ready False).
         if sj.spec.backend == "temporal":
             prepared = await self.temporal.prepare(sj)
-            await self.kubernetes.retire(key, sj, now)
-            return await self.temporal.reconcile(sj, prepared, table, now)
-        await self.temporal.retire(sj, now)
+            if self.kubernetes.in_place(key, sj):
+                prepared = await self.temporal.stand_by(sj, prepared, now)
+                await self.kubernetes.retire(key, sj, now)
+            # Forbid holds across the switch: no Temporal run while the CronJob's runs.
+            hold = sj.spec.concurrency_policy == "Forbid" and self.kubernetes.run_in_progress(key)
+            return await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
+        if TEMPORAL_FINALIZER in sj.metadata.finalizers:
+            await self.kubernetes.check_accepted(key, sj, now)
+            await self.temporal.retire(sj, now)
         return await self.kubernetes.reconcile(key, sj, table, now)
 
     async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:

@@ -23,11 +23,13 @@ from sundial.models import (
     ScheduledJobStatus,
 )
 from sundial.schedule import Timetable
+from sundial.temporal_schedule import SWITCH_NOTE
 
 READY = "Ready"
 RUNS_MISSED = "RunsMissed"
 RECONCILED = "Reconciled"
 PAUSED_IN_TEMPORAL = "PausedInTemporal"
+SWITCHING = "Switching"
 NEXT_RUN_COUNT = 3
 
 
@@ -68,6 +70,40 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
+def switching(
+    sj: ScheduledJob,
+    previous: list[Condition],
+    effective: str | None,
+    *,
+    problem: str | None = None,
+    waiting_for: str | None = None,
+    now: datetime,
+) -> Condition | None:
+    """True while a change of backend is not complete: the backend in effect is still the
+    old one (the new one has not accepted the object yet), or the new one waits for a run
+    the old one started. False once done; absent on an object that never switched."""
+    desired, generation = sj.spec.backend, sj.metadata.generation
+    if effective is not None and effective != desired:
+        return condition(
+            previous, SWITCHING, "True", "SwitchPending",
+            f"switching from backend {effective} to {desired}"
+            f"{': ' + problem if problem else ''}; backend {effective} keeps running until "
+            f"{desired} accepts the object", now=now, generation=generation,
+        )  # fmt: skip
+    if waiting_for is not None:
+        return condition(previous, SWITCHING, "True", "WaitingForRunningJob", waiting_for,
+                         now=now, generation=generation)  # fmt: skip
+    old = find_condition(previous, SWITCHING)
+    if old is not None and old.status == "True":
+        return condition(previous, SWITCHING, "False", "Switched", f"now on backend {desired}",
+                         now=now, generation=generation)  # fmt: skip
+    return old
+
+
+def _with_switching(conditions: list[Condition], switch: Condition | None) -> list[Condition]:
+    return conditions if switch is None else with_condition(conditions, switch)
+
+
 def not_ready(
     sj: ScheduledJob,
     reason: str,
@@ -89,10 +125,11 @@ def not_ready(
         now=now,
         generation=sj.metadata.generation,
     )
+    switch = switching(sj, previous.conditions, previous.backend, problem=message, now=now)
     return previous.model_copy(
         update={
             "observed_generation": sj.metadata.generation,
-            "conditions": with_condition(previous.conditions, ready),
+            "conditions": _with_switching(with_condition(previous.conditions, ready), switch),
         }
     )
 
@@ -144,6 +181,7 @@ def _ready_status(
     notes: list[str] | None,
     judgement: Judgement,
     now: datetime,
+    waiting_for: str | None = None,
     **observed: Any,
 ) -> ScheduledJobStatus:
     """The status of a ScheduledJob whose backend is in step: what the backend reports,
@@ -166,6 +204,10 @@ def _ready_status(
         conditions, runs_missed(previous.conditions, runs, judgement, now=now,
                                 generation=generation)
     )  # fmt: skip
+    conditions = _with_switching(
+        conditions,
+        switching(sj, previous.conditions, sj.spec.backend, waiting_for=waiting_for, now=now),
+    )
     return ScheduledJobStatus(
         observed_generation=generation,
         conditions=conditions,
@@ -223,7 +265,14 @@ def temporal_status(
     """Status of a ScheduledJob whose Temporal Schedule is in step, from describe()."""
     info = description.info
     state = description.schedule.state
-    if state.paused and not sj.spec.suspend:
+    waiting_for = None
+    if state.paused and state.note == SWITCH_NOTE and not sj.spec.suspend:
+        reason = RECONCILED
+        waiting_for = message = (
+            "the Temporal schedule starts once the run the CronJob started has finished "
+            "(concurrencyPolicy Forbid)"
+        )
+    elif state.paused and not sj.spec.suspend:
         reason = PAUSED_IN_TEMPORAL
         message = (
             f"schedule is paused in Temporal ({state.note or 'no note'}); Sundial leaves it "
@@ -239,6 +288,7 @@ def temporal_status(
         notes=notes,
         judgement=judgement,
         now=now,
+        waiting_for=waiting_for,
         backend_ref=BackendRef(
             kind="TemporalSchedule", namespace=namespace, schedule_id=schedule_id
         ),

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from temporalio.client import ScheduleDescription
+from temporalio.client import ScheduleDescription, ScheduleState
 
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
@@ -39,6 +39,7 @@ from sundial.temporal_schedule import (
     SCHEDULEDJOB_UID_MEMO_KEY,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,
+    SWITCH_NOTE,
     schedule_id,
     temporal_schedule,
 )
@@ -84,11 +85,19 @@ class TemporalBackend:
         return Prepared(connection, identity, description)
 
     async def reconcile(
-        self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
+        self,
+        sj: ScheduledJob,
+        prepared: Prepared,
+        table: Timetable,
+        now: datetime,
+        *,
+        hold: bool = False,
     ) -> Outcome:
+        """`hold`: a run the CronJob started is still going and the policy is Forbid, so
+        a schedule made for the switch stays paused until it ends."""
         prepared = await self._owned_or_adopted(sj, prepared, now)
         try:
-            description, spec_hash = await self._upsert(sj, prepared, now)
+            description, spec_hash = await self._upsert(sj, prepared, now, hold=hold)
         except TemporalRejected as error:
             raise SpecProblem("TemporalRejected", str(error)) from None
         judgement = self._judge(sj, table, description, now)
@@ -105,6 +114,26 @@ class TemporalBackend:
             notes=notes,
         )
         return Outcome(status, self.config.temporal_resync_seconds, judgement.new_runs)
+
+    async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
+        """Switching from kubernetes: create the schedule paused, so Temporal's own verdict
+        comes before the CronJob is retired; a refusal leaves the CronJob running."""
+        prepared = await self._owned_or_adopted(sj, prepared, now)
+        if prepared.description is not None:
+            return prepared
+        _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
+        schedule = replace(schedule, state=ScheduleState(paused=True, note=SWITCH_NOTE))
+        try:
+            await self.temporal.create(
+                prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
+            )
+        except TemporalRejected as error:
+            raise SpecProblem(
+                "TemporalRejected",
+                f"{error}; the CronJob keeps running until Temporal accepts the schedule",
+            ) from None
+        description = await self._describe(prepared.connection, prepared.schedule_id)
+        return replace(prepared, description=description)
 
     async def _owned_or_adopted(
         self, sj: ScheduledJob, prepared: Prepared, now: datetime
@@ -163,19 +192,14 @@ class TemporalBackend:
         await self._set_finalizer(sj, present=False)
 
     async def _upsert(
-        self, sj: ScheduledJob, prepared: Prepared, now: datetime
+        self, sj: ScheduledJob, prepared: Prepared, now: datetime, *, hold: bool = False
     ) -> tuple[ScheduleDescription, str]:
         """Create, update or leave the schedule; returns what the server then holds."""
         connection, identity = prepared.connection, prepared.schedule_id
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         description = prepared.description
         if description is None:
-            memo = {
-                SPEC_HASH_MEMO_KEY: spec_hash,
-                SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj)),
-                SCHEDULEDJOB_UID_MEMO_KEY: sj.metadata.uid,
-            }
-            await self.temporal.create(connection, identity, schedule, memo)
+            await self.temporal.create(connection, identity, schedule, _memo(sj, spec_hash))
             log.info("created Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
         elif (
@@ -198,7 +222,11 @@ class TemporalBackend:
         if sj.spec.suspend and not (state.paused and state.note == SUSPEND_NOTE):
             await self.temporal.set_paused(connection, identity, True, SUSPEND_NOTE)
             description = await self._describe(connection, identity)
-        elif not sj.spec.suspend and state.paused and state.note == SUSPEND_NOTE:
+        elif (
+            not sj.spec.suspend
+            and state.paused
+            and (state.note == SUSPEND_NOTE or (state.note == SWITCH_NOTE and not hold))
+        ):
             await self.temporal.set_paused(connection, identity, False, RESUME_NOTE)
             description = await self._describe(connection, identity)
         return description, spec_hash
@@ -319,3 +347,12 @@ async def _made_for(sj: ScheduledJob, description: ScheduleDescription) -> bool:
         return False
     uid = memo.get(SCHEDULEDJOB_UID_MEMO_KEY)
     return uid is None or uid == sj.metadata.uid
+
+
+def _memo(sj: ScheduledJob, spec_hash: str) -> dict[str, str]:
+    """What marks a schedule as made by Sundial for this object (read by _made_for)."""
+    return {
+        SPEC_HASH_MEMO_KEY: spec_hash,
+        SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj)),
+        SCHEDULEDJOB_UID_MEMO_KEY: sj.metadata.uid,
+    }

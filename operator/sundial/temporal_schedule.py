@@ -31,6 +31,9 @@ SCHEDULEDJOB_UID_MEMO_KEY = f"{GROUP}/scheduledjob-uid"
 DEFAULT_CATCHUP_WINDOW = timedelta(days=365)
 SUSPEND_NOTE = "Paused by Sundial: the ScheduledJob has spec.suspend: true"
 RESUME_NOTE = "Resumed by Sundial: the ScheduledJob has spec.suspend: false"
+# A schedule created paused while its ScheduledJob switches from kubernetes: it proves that
+# Temporal accepts it before the CronJob goes, and starts only once the CronJob is gone.
+SWITCH_NOTE = "Paused by Sundial: switching from backend kubernetes"
 
 OVERLAP: dict[ConcurrencyPolicy, ScheduleOverlapPolicy] = {
     "Allow": ScheduleOverlapPolicy.ALLOW_ALL,

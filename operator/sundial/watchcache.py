@@ -188,6 +188,9 @@ class WatchCache:
     def jobs(self, key: Key) -> list[JobRecord]:
         return [self._jobs.objects[job]["record"] for job in self._jobs_by_owner.get(key, ())]
 
+    def job_names(self, key: Key) -> list[str]:
+        return sorted(name for _, name in self._jobs_by_owner.get(key, ()))
+
     def seen_slots(self, key: Key) -> frozenset[datetime]:
         """Slots whose Job this operator saw created, even if the Job is gone now."""
         return frozenset(self._seen.get(key, ()))
