@@ -12,6 +12,7 @@ packages=(
   containernetworking-plugins  # bridge, host-local, portmap in /usr/lib/cni
   iptables conntrack socat ethtool iproute2 kmod  # kubelet and kube-proxy call these
   busybox-static               # the busybox image, built without a registry
+  gcc libc6-dev                # compiles the pause image's static binary
   debootstrap                  # the Debian base image for Python images
   buildah                      # builds the repository's Dockerfiles into local images
   nginx-light                  # the TLS / API-key front for the Temporal dev server
