@@ -1,12 +1,23 @@
-# The operator image. Built in CI elsewhere (this repository's tests need no Docker).
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY operator ./operator
-RUN pip install --no-cache-dir --prefix=/install .
+# The operator image.
+#
+# BASE: an image with Python 3.11+ and its venv module. With a registry, the default public
+# image. Without one, hack/images.py builds this file FROM its local Debian base
+# (localhost/sundial/python-base:bookworm; docs/local-images.md).
+# PIP_OPTIONS: empty installs from the package index. The local build runs with no network,
+# so hack/images.py downloads the wheels on the host into wheelhouse/ in the build context
+# and passes "--no-index --find-links=wheelhouse".
+ARG BASE=python:3.11-slim
 
-FROM python:3.11-slim
-COPY --from=build /install /usr/local
+FROM ${BASE} AS build
+ARG PIP_OPTIONS=
+WORKDIR /src
+# .dockerignore keeps the context to pyproject.toml, operator/ and an optional wheelhouse/.
+COPY . .
+RUN python3 -m venv /opt/sundial \
+ && /opt/sundial/bin/pip install --no-cache-dir --disable-pip-version-check $PIP_OPTIONS .
+
+FROM ${BASE}
+COPY --from=build /opt/sundial /opt/sundial
 RUN useradd --uid 10001 --no-create-home sundial
 USER 10001
-ENTRYPOINT ["python", "-m", "sundial"]
+ENTRYPOINT ["/opt/sundial/bin/sundial"]

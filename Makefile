@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries unit integration bench clean stack
+.PHONY: run test lint fmt crds check-crds binaries images unit integration bench clean stack
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -17,6 +17,10 @@ $(VENV)/.installed: pyproject.toml
 
 binaries: $(VENV)/.installed
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
+
+## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
+images: $(VENV)/.installed
+	$(PY) hack/images.py build
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed

@@ -27,16 +27,21 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildah import BuildahError, build_dockerfile
+from debian_base import mirror_from_apt_sources, prune, unmount_under
 from docker_archive import DEFAULT_PATH, ImageConfig, write_docker_archive
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,29 +79,21 @@ def cache_dir() -> Path:
     return Path(root) / "images"
 
 
-def run(
-    argv: Sequence[str | Path],
-    *,
-    log: Path | None = None,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> str:
-    """Runs one build step and returns its stdout; its stderr goes to ``log`` when given."""
+def run(argv: Sequence[str | Path], *, log: Path | None = None, cwd: Path | None = None) -> str:
+    """Runs one build step and returns its stdout, or, with ``log``, appends all output there."""
     args = [str(arg) for arg in argv]
     if log is None:
-        done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-        errors = done.stderr
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+        output, errors = done.stdout, done.stderr
     else:
         with log.open("a") as sink:
-            print(f"$ {' '.join(args)}", file=sink, flush=True)
-            done = subprocess.run(
-                args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=sink, text=True, check=False
-            )
-        errors = log.read_text()[-3000:]
+            print(f"$ {shlex.join(args)}", file=sink, flush=True)
+            done = subprocess.run(args, cwd=cwd, stdout=sink, stderr=sink, check=False)
+        output, errors = "", log.read_text()[-3000:]
     if done.returncode != 0:
         where = f" (log: {log})" if log else ""
         raise BuildError(f"exit {done.returncode}{where}: {' '.join(args)}\n{errors}")
-    return done.stdout
+    return output
 
 
 def file_digest(path: Path) -> str:
@@ -164,6 +161,184 @@ def make_busybox(image: Image, work: Path, archive: Path, _base: Path | None) ->
     )
 
 
+# ---- python-base: a Debian root file system made by debootstrap -----------------------------
+
+DEBIAN_SUITE = "bookworm"
+# python3-venv: the operator's Dockerfile installs into a venv (Debian's python3 has no pip).
+PYTHON_BASE_PACKAGES = ("python3", "python3-venv")
+PYTHON_BASE_VERSION = "3.11"  # bookworm's python3; the operator's wheels are fetched for it
+
+
+def debian_mirror() -> str:
+    """Where debootstrap fetches from: SUNDIAL_DEBIAN_MIRROR, else apt's mirror for the suite."""
+    mirror = os.environ.get("SUNDIAL_DEBIAN_MIRROR") or mirror_from_apt_sources(DEBIAN_SUITE)
+    if not mirror:
+        raise BuildError(f"no {DEBIAN_SUITE} mirror in /etc/apt; set SUNDIAL_DEBIAN_MIRROR to one")
+    return mirror
+
+
+def python_base_inputs() -> list[str]:
+    debootstrap = run(["debootstrap", "--version"]).strip()
+    return [debootstrap, DEBIAN_SUITE, debian_mirror(), ",".join(PYTHON_BASE_PACKAGES)]
+
+
+def make_python_base(image: Image, work: Path, archive: Path, _base: Path | None) -> None:
+    rootfs = work / "rootfs"
+    log = _fresh_log(image.name)
+    include = "--include=" + ",".join(PYTHON_BASE_PACKAGES)
+    try:
+        run(
+            ["debootstrap", "--variant=minbase", include, DEBIAN_SUITE, rootfs, debian_mirror()],
+            log=log,
+        )
+    finally:
+        unmount_under(rootfs)  # before the scratch directory is deleted
+    if not (rootfs / "usr" / "bin" / f"python{PYTHON_BASE_VERSION}").exists():
+        raise BuildError(f"{DEBIAN_SUITE} did not install python{PYTHON_BASE_VERSION} (log: {log})")
+    prune(rootfs)
+    config = ImageConfig(cmd=("python3",), env=(DEFAULT_PATH, "LANG=C.UTF-8"))
+    # debootstrap ran as root: the owners on disk (root, and e.g. group shadow) are the image's.
+    write_docker_archive(
+        rootfs, image.reference, config, archive, root_owned=False, mtime=None,
+        created_by=f"debootstrap --variant=minbase {include} {DEBIAN_SUITE}",
+    )  # fmt: skip
+
+
+def _fresh_log(name: str) -> Path:
+    logs = cache_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}.log"
+    log.write_text("")
+    return log
+
+
+# ---- images built from a Dockerfile, FROM python-base ----------------------------------------
+
+# Never in a build context: they would change the key without changing the image.
+CONTEXT_IGNORED = ("__pycache__", "*.pyc", "*.egg-info")
+
+
+@dataclass(frozen=True)
+class DockerfileBuild:
+    """A Dockerfile build: the files of its context, relative to ``directory``."""
+
+    directory: Path
+    files: tuple[str, ...]
+    build_args: tuple[tuple[str, str], ...] = ()
+    # Adds generated files (e.g. a wheelhouse) to the context; extra_inputs name what they are.
+    extra: Callable[[Path], None] | None = None
+    extra_inputs: Callable[[], list[str]] = list
+
+    def inputs(self) -> list[str]:
+        digests = [f"{path} {file_digest(self.directory / path)}" for path in self.context_files()]
+        arguments = [f"--build-arg {name}={value}" for name, value in self.build_args]
+        return [*digests, *arguments, *self.extra_inputs()]
+
+    def context_files(self) -> list[str]:
+        ignored = shutil.ignore_patterns(*CONTEXT_IGNORED)
+        found: list[str] = []
+        for entry in self.files:
+            path = self.directory / entry
+            if path.is_file():
+                found.append(entry)
+                continue
+            for directory, subdirs, files in os.walk(path):
+                subdirs[:] = [d for d in subdirs if d not in ignored(directory, subdirs)]
+                kept = set(files) - ignored(directory, files)
+                found += [
+                    (Path(directory) / f).relative_to(self.directory).as_posix() for f in kept
+                ]
+        return sorted(found)
+
+    def make_context(self, context: Path) -> None:
+        for path in self.context_files():
+            (context / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.directory / path, context / path)
+        if self.extra is not None:
+            self.extra(context)
+
+
+def dockerfile_image(name: str, reference: str, recipe: DockerfileBuild) -> Image:
+    def make(image: Image, work: Path, archive: Path, base_archive: Path | None) -> None:
+        assert image.base is not None
+        assert base_archive is not None
+        context = work / "context"
+        recipe.make_context(context)
+        build_dockerfile(
+            context=context,
+            reference=image.reference,
+            archive=archive,
+            base_reference=IMAGES[image.base].reference,
+            base_archive=base_archive,
+            build_args=recipe.build_args,
+            storage=work / "buildah",
+            log=_fresh_log(image.name),
+        )
+
+    return Image(name, reference, recipe.inputs, make, base="python-base")
+
+
+# ---- the operator's wheels, fetched on the host: the build itself has no network --------------
+
+GLIBC_MINOR = 36  # bookworm's glibc 2.36: manylinux wheels up to manylinux_2_36 run on it
+
+
+def operator_requirements() -> list[str]:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return [*pyproject["build-system"]["requires"], *pyproject["project"]["dependencies"]]
+
+
+def wheel_platforms() -> list[str]:
+    arch = platform.machine()
+    return [
+        *(f"manylinux_2_{minor}_{arch}" for minor in range(GLIBC_MINOR, 16, -1)),
+        f"manylinux2014_{arch}",  # pip adds manylinux2010 and manylinux1 to this one
+    ]
+
+
+def wheelhouse_inputs() -> list[str]:
+    return [f"python {PYTHON_BASE_VERSION}", *wheel_platforms(), *operator_requirements()]
+
+
+def wheelhouse() -> Path:
+    """Wheels of the operator's dependencies for python-base's Python, cached like images."""
+    key = hashlib.sha256("\n".join(wheelhouse_inputs()).encode()).hexdigest()[:20]
+    wheels = cache_dir() / f"wheelhouse-{key}"
+    with _locked("wheelhouse"):
+        if wheels.is_dir():
+            return wheels
+        print(">> downloading the operator's wheels (pip download)", file=sys.stderr)
+        partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".wheelhouse-"))
+        version = PYTHON_BASE_VERSION.replace(".", "")
+        run(
+            [
+                sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+                f"--python-version={PYTHON_BASE_VERSION}", "--implementation=cp",
+                f"--abi=cp{version}", *(f"--platform={tag}" for tag in wheel_platforms()),
+                f"--dest={partial}", *operator_requirements(),
+            ],
+            log=_fresh_log("wheelhouse"),
+        )  # fmt: skip
+        for stale in cache_dir().glob("wheelhouse-*"):
+            shutil.rmtree(stale)
+        partial.rename(wheels)
+        return wheels
+
+
+def add_wheelhouse(context: Path) -> None:
+    shutil.copytree(wheelhouse(), context / "wheelhouse", copy_function=os.link)
+
+
+EXAMPLE_SERVICE = DockerfileBuild(REPO / "examples" / "service", ("Dockerfile", "example_service"))
+OPERATOR = DockerfileBuild(
+    REPO,
+    ("Dockerfile", ".dockerignore", "pyproject.toml", "operator"),
+    build_args=(("PIP_OPTIONS", "--no-index --find-links=wheelhouse"),),
+    extra=add_wheelhouse,
+    extra_inputs=wheelhouse_inputs,
+)
+
+
 # ---- the registry of images ------------------------------------------------------------------
 
 IMAGES: dict[str, Image] = {
@@ -173,6 +348,16 @@ IMAGES: dict[str, Image] = {
         Image(
             "busybox", f"localhost/sundial/busybox:{BUSYBOX_VERSION}", busybox_inputs, make_busybox
         ),
+        Image(
+            "python-base",
+            f"localhost/sundial/python-base:{DEBIAN_SUITE}",
+            python_base_inputs,
+            make_python_base,
+        ),
+        dockerfile_image(
+            "example-service", "localhost/sundial/example-service:dev", EXAMPLE_SERVICE
+        ),
+        dockerfile_image("operator", "localhost/sundial/operator:dev", OPERATOR),
     )
 }
 
@@ -255,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         for archive in build(args.names, rebuild=args.rebuild).values():
             print(archive)
-    except BuildError as error:
+    except (BuildError, BuildahError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
