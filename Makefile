@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries unit integration bench clean stack
+.PHONY: run test lint fmt crds check-crds binaries node-packages unit integration bench clean stack
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -15,12 +15,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-binaries: $(VENV)/.installed
+## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root
+node-packages:
+	hack/install-node-packages.sh
+
+binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
+	@if [ "$(CLUSTER)" = local ]; then hack/install-node-packages.sh && SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
 ## make stack: only the local Kubernetes + Temporal stack, in the foreground
