@@ -332,9 +332,15 @@ def test_switching_backends_keeps_one_resource(
         assert any(f"switched to backend {backend}" in e["message"] for e in events)
 
     switch_to("temporal", (False, True))
+    on_temporal = kubectl.get("scheduledjob", "switch", namespace)["status"]  # type: ignore[index]
+    assert on_temporal["backendRef"]["scheduleId"] == schedule_id(namespace, "switch")
     switch_to("kubernetes", (True, False))
     sj = kubectl.get("scheduledjob", "switch", namespace)
     assert sj is not None
+    # The server holds what was computed: a merge patch merges nested objects, so the
+    # Temporal-only keys need removing explicitly.
+    assert sj["status"]["backendRef"] == {"kind": "CronJob", "name": "switch",
+                                          "namespace": namespace}  # fmt: skip
     assert "sundial.dev/temporal-schedule" not in sj["metadata"].get("finalizers", [])
 
 
