@@ -19,9 +19,14 @@ DAY_SEMANTICS_NOTE = (
 
 
 class Cache(Protocol):
-    """Read access to the watched objects (watchcache.WatchCache in production)."""
+    """Read access to the watched objects (watchcache.WatchCache in production), and what
+    a GET of a ScheduledJob found, ordered like any other update."""
 
     def scheduledjob(self, key: Key) -> dict[str, Any] | None: ...
+
+    def put_scheduledjob(self, obj: dict[str, Any]) -> Key: ...
+
+    def remove_scheduledjob(self, key: Key, resource_version: str | None = None) -> None: ...
 
     def cronjob(self, key: Key) -> dict[str, Any] | None: ...
 

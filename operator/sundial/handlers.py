@@ -53,7 +53,7 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
     cache: WatchCache = memo.cache
     if type == "DELETED":
         key = object_key(dict(body))
-        cache.remove_scheduledjob(key)
+        cache.remove_scheduledjob(key, body.get("metadata", {}).get("resourceVersion"))
     else:
         key = cache.put_scheduledjob(dict(body))
     memo.queue.add(key)

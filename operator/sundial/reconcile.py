@@ -38,6 +38,10 @@ RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
 }
 
 
+class _Gone(Exception):
+    """The cached ScheduledJob is not (or no longer) the one on the server."""
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
@@ -79,6 +83,9 @@ class Reconciler:
         #    retiring the other one first: never both active at once.
         try:
             outcome = await self._bring_in_step(key, sj, now)
+        except _Gone:
+            log.info("%s/%s is gone from the server; nothing is made for it", *key)
+            return 0.0
         except (ScheduleError, SpecProblem) as problem:
             retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
             # The CronJob already in place still runs: keep judging its slots.
@@ -125,11 +132,37 @@ class Reconciler:
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
         if sj.spec.backend == "temporal":
+            # Before the finalizer and the first create of a schedule: a schedule made for
+            # a ghost would outlive it, with no finalizer left to delete it.
+            confirmed = TEMPORAL_FINALIZER not in sj.metadata.finalizers
+            if confirmed:
+                await self._confirm_exists(key, sj)
             prepared = await self.temporal.prepare(sj)
+            if prepared.description is None and not confirmed:
+                await self._confirm_exists(key, sj)
             await self.kubernetes.retire(key, sj, now)
             return await self.temporal.reconcile(sj, prepared, table, now)
         await self.temporal.retire(sj, now)
+        if self.cache.cronjob(key) is None:
+            await self._confirm_exists(key, sj)
         return await self.kubernetes.reconcile(key, sj, table, now)
+
+    async def _confirm_exists(self, key: Key, sj: ScheduledJob) -> None:
+        """A GET before a backend object is first made: the cache may hold an object
+        deleted meanwhile (a watch event not yet seen). What the GET finds goes into the
+        cache (ordered by resourceVersion, like any update); unless it is this object,
+        alive, the pass stops (`_Gone`) and the next one works from the updated cache."""
+        try:
+            found = await self.kube.read_scheduledjob(*key)
+        except ApiException as error:
+            raise Retry(f"reading the ScheduledJob: {api_error_message(error)}") from None
+        if found is None:
+            self.cache.remove_scheduledjob(key, sj.metadata.resource_version)
+            raise _Gone
+        self.cache.put_scheduledjob(found)
+        meta = found.get("metadata") or {}
+        if meta.get("uid") != sj.metadata.uid or meta.get("deletionTimestamp"):
+            raise _Gone
 
     async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
