@@ -171,8 +171,9 @@ class KubeClient:
 
     async def patch_scheduledjob_status(
         self, namespace: str, name: str, status_patch: dict[str, Any]
-    ) -> None:
-        await asyncio.to_thread(
+    ) -> dict[str, Any]:
+        """Returns the object as written (its resourceVersion orders the cache after it)."""
+        response = await asyncio.to_thread(
             self._custom.patch_namespaced_custom_object_status,
             GROUP,
             VERSION,
@@ -183,6 +184,7 @@ class KubeClient:
             _content_type="application/merge-patch+json",
             _preload_content=False,
         )
+        return _json(response)
 
     async def patch_scheduledjob_metadata(
         self, namespace: str, name: str, metadata_patch: dict[str, Any]

@@ -24,6 +24,7 @@ from sundial.kube import ApiException, KubeClient, api_error_message, is_not_fou
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus
+from sundial.ownwrites import OwnWrites
 from sundial.schedule import ScheduleError, timetable
 from sundial.temporal import TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
@@ -51,18 +52,17 @@ class Reconciler:
     kubernetes: KubernetesBackend
     temporal: TemporalBackend
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    # The status last written for each object (by uid). Sundial is the only writer of
-    # status, so this is the current status even while the watch cache still holds an
-    # older one; a pass that read the older one would judge the same slots again and
-    # count them twice in Events and metrics.
-    _written_status: dict[Key, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # The status last written for each object, read instead of the cached one until the
+    # cache shows that write (ownwrites.py): a pass that read the older one would judge
+    # the same slots again and count them twice in Events and metrics.
+    _written_status: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
 
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
         body = self._with_own_status(key, self.cache.scheduledjob(key))
         if body is None:
-            self._written_status.pop(key, None)
+            self._written_status.forget(key)
             self.kubernetes.forget(key)
             self.events.forget(*key)
             self.metrics.forget(key)
@@ -120,14 +120,11 @@ class Reconciler:
         return outcome.requeue_after
 
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
-        written = self._written_status.get(key)
-        if body is None or written is None:
-            return body
-        uid, document = written
-        if body["metadata"].get("uid") != uid:
-            del self._written_status[key]  # deleted and created again under the same name
-            return body
-        return {**body, "status": document}
+        if body is None:
+            return None
+        # A deleted and re-created object has a later resourceVersion: the cache wins.
+        written = self._written_status.read(key, self.cache.scheduledjob_version(key))
+        return body if written is None else {**body, "status": written}
 
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
@@ -221,7 +218,7 @@ class Reconciler:
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
         try:
-            await self.kube.patch_scheduledjob_status(
+            written = await self.kube.patch_scheduledjob_status(
                 sj.metadata.namespace, sj.metadata.name, patch
             )
         except ApiException as error:
@@ -229,7 +226,7 @@ class Reconciler:
                 return  # deleted meanwhile
             raise Retry(f"writing status: {api_error_message(error)}") from None
         key = (sj.metadata.namespace, sj.metadata.name)
-        self._written_status[key] = (sj.metadata.uid, st.status_document(new))
+        self._written_status.remember(key, written, st.status_document(new))
         self._settle_accounting(key, new)
 
     def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:

@@ -119,6 +119,14 @@ class _Entries:
         tombstone = self.tombstones.get(key)
         return tombstone is not None and version <= tombstone[0]
 
+    def version(self, key: Any) -> int | None:
+        """The resourceVersion of what is known of the key: the object, or its deletion."""
+        held = self.versions.get(key)
+        if held is not None:
+            return held
+        tombstone = self.tombstones.get(key)
+        return tombstone[0] if tombstone is not None else None
+
     def put(self, key: Any, obj: dict[str, Any], version: int | None) -> None:
         self.objects[key] = obj
         self.heard[key] = time.monotonic()
@@ -245,6 +253,12 @@ class WatchCache:
 
     def cronjob(self, key: Key) -> dict[str, Any] | None:
         return self._cronjobs.objects.get(key)
+
+    def scheduledjob_version(self, key: Key) -> int | None:
+        return self._scheduledjobs.version(key)
+
+    def cronjob_version(self, key: Key) -> int | None:
+        return self._cronjobs.version(key)
 
     def jobs(self, key: Key) -> list[JobRecord]:
         return [self._jobs.objects[job]["record"] for job in self._jobs_by_owner.get(key, ())]
