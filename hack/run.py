@@ -28,8 +28,9 @@ def kubectl_for_existing_cluster() -> str:
         return found
     built = subprocess.run(
         [str(REPO / "hack" / "build-binaries.sh")], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    return str(Path(built) / "kubectl")
+    ).stdout.split()
+    # The first line is the Kubernetes binaries' directory (the second, containerd's).
+    return str(Path(built[0]) / "kubectl")
 
 
 def install(kubectl: str, env: dict[str, str]) -> None:
