@@ -25,7 +25,7 @@ run: $(VENV)/.installed
 
 ## make stack: only the local Kubernetes + Temporal stack, in the foreground
 stack: $(VENV)/.installed binaries
-	$(PY) hack/localstack.py up
+	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
 test: $(VENV)/.installed binaries lint
