@@ -114,7 +114,15 @@ state = {s(str(self.state))}
         return done.stdout
 
     def wait(self, ctr: Path, timeout: float) -> None:
-        self.wait_ready(lambda: bool(self.ctr(ctr, "version", timeout=10)), timeout, self.endpoint)
+        def serving() -> bool:
+            if not self.socket.exists():
+                return False
+            try:
+                return bool(self.ctr(ctr, "version", timeout=10))
+            except StackError:
+                return False
+
+        self.wait_ready(serving, timeout, self.endpoint)
 
     def import_image(self, ctr: Path, archive: Path) -> str:
         """Imports a docker-archive; returns its reference. Pinned, so that the kubelet's
