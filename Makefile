@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries unit integration bench clean stack
+.PHONY: run test lint fmt crds check-crds binaries node-packages unit integration bench clean stack
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -18,17 +18,21 @@ $(VENV)/.installed: pyproject.toml
 binaries: $(VENV)/.installed
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 
+# The local node's Debian packages (needs root, once); skipped with SUNDIAL_NODE=0.
+node-packages:
+	@if [ "$${SUNDIAL_NODE:-1}" != 0 ]; then hack/install-node-packages.sh; fi
+
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
+	@if [ "$(CLUSTER)" = local ]; then $(MAKE) --no-print-directory node-packages binaries; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
-## make stack: only the local Kubernetes + Temporal stack, in the foreground
-stack: $(VENV)/.installed binaries
+## make stack: only the local Kubernetes (with its node) + Temporal stack, in the foreground
+stack: $(VENV)/.installed node-packages binaries
 	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
-test: $(VENV)/.installed binaries lint
+test: $(VENV)/.installed node-packages binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
@@ -51,7 +55,7 @@ check-crds: $(VENV)/.installed
 	@$(PY) -m sundial.crdgen | diff -q - crds/scheduledjobs.sundial.dev.yaml >/dev/null \
 	  || { echo "crds/ is stale: run 'make crds' and commit the result"; exit 1; }
 
-bench: $(VENV)/.installed binaries
+bench: $(VENV)/.installed node-packages binaries
 	$(PY) bench/run.py
 
 clean:
