@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import ssl
 import urllib.request
 from pathlib import Path
@@ -28,6 +29,10 @@ class Kubelet(Server):
         self.ports = ports
 
     def write_config(self, pki: Pki, apiserver_url: str, runtime_endpoint: str) -> None:
+        # Its Pods' directories, like containerd's containers, do not outlive a run (and
+        # host.reset has unmounted their volumes). The serving certificate is kept.
+        for path in (self.root, self.pod_logs):
+            shutil.rmtree(path, ignore_errors=True)
         for path in (self.dir, self.root, self.cert_dir, self.pod_logs):
             path.mkdir(parents=True, exist_ok=True)
         write_kubeconfig(self.kubeconfig, pki, apiserver_url, pki.kubelet)

@@ -4,6 +4,7 @@ resources that host.py locks, records and cleans up."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,7 +100,10 @@ class Node:
         self._archives = build_images(self.image_names)
         network.create_bridge()
         network.add_guard_rules()
-        network.write_cni_config(self.cni_conf_dir, self.dir / "cni" / "ipam")
+        # Fresh addresses: the Pods that held the old ones are gone with the old containerd.
+        ipam_dir = self.dir / "cni" / "ipam"
+        shutil.rmtree(ipam_dir, ignore_errors=True)
+        network.write_cni_config(self.cni_conf_dir, ipam_dir)
         self.containerd.write_config(archive_reference(self._archives["pause"]), self.cni_conf_dir)
         self.containerd.spawn(binaries.containerd)
         self.apiserver_forwarder.spawn()
