@@ -15,24 +15,25 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-binaries: $(VENV)/.installed
-	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
-
-# The local node's Debian packages (needs root, once); skipped with SUNDIAL_NODE=0.
+## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root, once;
+## skipped with SUNDIAL_NODE=0 (a stack without a node)
 node-packages:
 	@if [ "$${SUNDIAL_NODE:-1}" != 0 ]; then hack/install-node-packages.sh; fi
 
+binaries: $(VENV)/.installed node-packages
+	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
+
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then $(MAKE) --no-print-directory node-packages binaries; fi
+	@if [ "$(CLUSTER)" = local ]; then $(MAKE) --no-print-directory binaries; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
 ## make stack: only the local Kubernetes (with its node) + Temporal stack, in the foreground
-stack: $(VENV)/.installed node-packages binaries
+stack: $(VENV)/.installed binaries
 	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
-test: $(VENV)/.installed node-packages binaries lint
+test: $(VENV)/.installed binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
@@ -55,7 +56,7 @@ check-crds: $(VENV)/.installed
 	@$(PY) -m sundial.crdgen | diff -q - crds/scheduledjobs.sundial.dev.yaml >/dev/null \
 	  || { echo "crds/ is stale: run 'make crds' and commit the result"; exit 1; }
 
-bench: $(VENV)/.installed node-packages binaries
+bench: $(VENV)/.installed binaries
 	$(PY) bench/run.py
 
 clean:

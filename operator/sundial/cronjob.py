@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from sundial.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
@@ -24,6 +26,48 @@ def cronjob_name(scheduledjob_name: str) -> str:
     """The CronJob keeps the ScheduledJob's name, so `kubectl create job --from=cronjob/<n>`
     works with the name people already know. The CRD caps names at 52 characters."""
     return scheduledjob_name
+
+
+def slot_from_job_name(cronjob: str, job_name: str) -> datetime | None:
+    """The slot a CronJob controller's Job was made for, from its name
+    `<cronjob>-<scheduled time in minutes since the epoch>` (the controller's own
+    naming, for clusters whose Jobs lack the scheduled-timestamp annotation)."""
+    prefix = f"{cronjob}-"
+    minutes = job_name[len(prefix) :] if job_name.startswith(prefix) else ""
+    if not minutes.isdigit() or len(minutes) > 12:
+        return None
+    return datetime.fromtimestamp(int(minutes) * 60, UTC)
+
+
+def slots_in_controller_events(cronjob: str, messages: list[str]) -> set[datetime]:
+    """Slots named by the CronJob controller's Events (SuccessfulCreate "Created job X",
+    SawCompletedJob, SuccessfulDelete "Deleted job X"): evidence that a run was started
+    even when its Job is gone."""
+    pattern = re.compile(rf"(?<![\w.-]){re.escape(cronjob)}-(\d+)(?![\w.-])")
+    found: set[datetime] = set()
+    for message in messages:
+        for match in pattern.finditer(message):
+            slot = slot_from_job_name(cronjob, match.group(0))
+            if slot is not None:
+                found.add(slot)
+    return found
+
+
+# A person's request to take over an existing object of this name (a CronJob, or a
+# Temporal schedule id): its spec is then replaced wholly by the ScheduledJob's.
+ADOPT_ANNOTATION = f"{GROUP}/adopt"
+
+
+def is_owned_by(obj: dict[str, Any], sj: ScheduledJob) -> bool:
+    """Made by this ScheduledJob: its controller owner reference names the object's uid."""
+    return any(
+        ref.get("controller") and ref.get("uid") == sj.metadata.uid
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+
+
+def adoption_requested(sj: ScheduledJob, name: str) -> bool:
+    return sj.metadata.annotations.get(ADOPT_ANNOTATION) == name
 
 
 def owner_reference(sj: ScheduledJob) -> dict[str, Any]:

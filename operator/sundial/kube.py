@@ -47,6 +47,12 @@ def is_invalid(error: BaseException) -> bool:
     return isinstance(error, ApiException) and error.status in (400, 422)
 
 
+def refusal_reason(error: ApiException) -> str:
+    """The Ready reason for a write the apiserver refused for now (RBAC, a quota, an
+    admission webhook or policy: 403; credentials: 401), else it was unavailable."""
+    return {401: "Unauthorized", 403: "Forbidden"}.get(error.status or 0, "BackendUnavailable")
+
+
 def api_error_message(error: ApiException) -> str:
     try:
         message = json.loads(error.body or "{}").get("message")
@@ -103,9 +109,14 @@ class KubeClient:
                     break
         return items
 
-    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply: creates or updates, and drops fields Sundial no longer sets."""
+    async def apply_cronjob(
+        self, manifest: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Server-side apply: creates or updates, and drops fields Sundial no longer sets.
+        With dry_run, the apiserver gives its full verdict (admission included) and
+        stores nothing."""
         meta = manifest["metadata"]
+        extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         response = await asyncio.to_thread(
             self._batch.patch_namespaced_cron_job,
             meta["name"],
@@ -114,6 +125,42 @@ class KubeClient:
             field_manager=FIELD_MANAGER,
             force=True,
             _content_type="application/apply-patch+yaml",
+            _preload_content=False,
+            **extra,
+        )
+        return _json(response)
+
+    async def set_job_ttl(self, namespace: str, name: str, seconds: int) -> None:
+        await asyncio.to_thread(
+            self._batch.patch_namespaced_job,
+            name,
+            namespace,
+            {"spec": {"ttlSecondsAfterFinished": seconds}},
+        )
+
+    async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self._batch.read_namespaced_cron_job, name, namespace, _preload_content=False
+            )
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return _json(response)
+
+    async def replace_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Replace a CronJob wholly (adoption). Its field ownership is cleared, so that
+        Sundial's next server-side apply owns every field it sets and no other manager's
+        leftovers survive (`managedFields: [{}]` strips them)."""
+        meta = manifest["metadata"]
+        body = {**manifest, "metadata": {**meta, "managedFields": [{}]}}
+        response = await asyncio.to_thread(
+            self._batch.replace_namespaced_cron_job,
+            meta["name"],
+            meta["namespace"],
+            cast(Any, body),
+            field_manager=FIELD_MANAGER,
             _preload_content=False,
         )
         return _json(response)
@@ -165,6 +212,16 @@ class KubeClient:
         )
         data: dict[str, str] = _json(response).get("data") or {}
         return data
+
+    async def cronjob_event_messages(self, namespace: str, cronjob: str) -> list[str]:
+        """The messages of the Events the CronJob controller posted about one CronJob."""
+        response = await asyncio.to_thread(
+            self._core.list_namespaced_event,
+            namespace,
+            field_selector=f"involvedObject.kind=CronJob,involvedObject.name={cronjob}",
+            _preload_content=False,
+        )
+        return [str(item.get("message") or "") for item in _json(response).get("items") or []]
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await asyncio.to_thread(self._core.create_namespaced_event, namespace, cast(Any, body))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,14 @@ from sundial import cronjob as cj
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message, is_invalid
+from sundial.kube import (
+    ApiException,
+    KubeClient,
+    api_error_message,
+    is_invalid,
+    is_not_found,
+    refusal_reason,
+)
 from sundial.missed import (
     SETTLE,
     KubernetesEvidence,
@@ -19,8 +26,9 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import RunAccounting, ScheduledJob
-from sundial.schedule import Timetable, both_days_restricted
+from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
+from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.watchcache import job_record
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -62,16 +70,123 @@ class KubernetesBackend:
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
     ) -> Outcome:
         desired = cj.cronjob_manifest(sj)
-        live = self._live(key)
+        sj, judged_before_change = await self.judge_before_change(key, sj, now)
+        live = await self._owned_or_adopted(key, sj, desired, now)
         if live is None or not self._in_step(key, desired, live):
             before = live["metadata"].get("resourceVersion") if live else None
             live = await self._apply(desired)
             self._applied[key] = _LastApply(before, live)
-        judgement = judge_kubernetes(
-            table, sj.spec, self._accounting(sj, live, now), self._evidence(key, sj, live, desired),
-            now,
-        )  # fmt: skip
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
+        outcome = await self._judge(key, sj, live, table, now, notes)
+        if not judged_before_change:
+            return outcome
+        return replace(outcome, new_runs=[*judged_before_change, *outcome.new_runs])
+
+    async def _owned_or_adopted(
+        self, key: Key, sj: ScheduledJob, desired: dict[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """The CronJob of this name if Sundial made it for this object, None if there is
+        none; one made by anybody else is never written over, unless adoption was asked
+        for. The watch cache holds only Sundial-labelled CronJobs, so a miss there is
+        checked with a GET before the first apply (which would take the object over)."""
+        live = self._live(key)
+        if live is None:
+            try:
+                live = await self.kube.read_cronjob(*key)
+            except ApiException as error:
+                raise Retry(f"reading the CronJob: {api_error_message(error)}") from None
+            if live is None:
+                return None
+        if cj.is_owned_by(live, sj):
+            return live
+        name = live["metadata"]["name"]
+        if not cj.adoption_requested(sj, name):
+            raise SpecProblem(
+                "CronJobExists",
+                f"a CronJob named {name} already exists in {key[0]} and was not made by "
+                "this ScheduledJob; Sundial leaves it alone. Rename the ScheduledJob, "
+                f"delete that CronJob, or adopt it: `kubectl annotate scheduledjob {key[1]} "
+                f"{cj.ADOPT_ANNOTATION}={name}` (its spec is then replaced wholly by this "
+                "ScheduledJob's; its Jobs and history are kept)",
+                # That CronJob is not watched: look again now and then, for its deletion.
+                retry_after=60.0,
+            )
+        try:
+            adopted = await self.kube.replace_cronjob(
+                {**desired, "metadata": {**desired["metadata"],
+                                         "resourceVersion": live["metadata"]["resourceVersion"]}}
+            )  # fmt: skip
+        except ApiException as error:
+            if is_invalid(error):
+                raise SpecProblem(
+                    "InvalidJobTemplate",
+                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                ) from None
+            raise Retry(
+                f"adopting the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
+        self._applied[key] = _LastApply(live["metadata"].get("resourceVersion"), adopted)
+        log.info("adopted CronJob %s/%s", *key)
+        await self.events.record(
+            sj, "Normal", "Adopted",
+            f"adopted the existing CronJob {name} ({cj.ADOPT_ANNOTATION}): its spec was "
+            "replaced by this ScheduledJob's, its Jobs and history kept", now=now,
+        )  # fmt: skip
+        return adopted
+
+    async def judge_before_change(
+        self, key: Key, sj: ScheduledJob, now: datetime
+    ) -> tuple[ScheduledJob, list[MissedRun]]:
+        """When the schedule changed, the old one's slots up to now are judged first, by
+        the CronJob still in place, so a change does not drop what happened since the
+        last look. Returns the object with that judgement in its status, and the runs."""
+        accounting = sj.status.run_accounting
+        if accounting is None or accounting.spec_hash == timetable_hash(sj.spec):
+            return sj, []
+        before = await self.judge_running(key, sj, now)
+        if before is None:
+            return sj, []
+        return sj.model_copy(update={"status": before.status}), before.new_runs
+
+    async def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
+        """The slots of the CronJob already in place, while the spec cannot be applied.
+
+        That CronJob keeps running by its own schedule, so its slots are judged as usual and
+        the watermark keeps moving: an object stuck for days floods no false misses when
+        it is fixed. None when there is no CronJob in place (nothing runs, nothing to judge).
+        """
+        live = self._live(key)
+        if live is None or live["metadata"].get("deletionTimestamp"):
+            return None
+        if not cj.is_owned_by(live, sj):
+            return None  # not Sundial's: its runs are not this object's to judge
+        running = sj.model_copy(update={"spec": running_spec(sj.spec, live["spec"])})
+        try:
+            table = timetable(running.spec)
+        except ScheduleError:
+            return None  # not a schedule Sundial wrote: nothing sound to judge by
+        return await self._judge(key, running, live, table, now, notes=[])
+
+    async def _judge(
+        self,
+        key: Key,
+        sj: ScheduledJob,
+        live: dict[str, Any],
+        table: Timetable,
+        now: datetime,
+        notes: list[str],
+    ) -> Outcome:
+        """Judge the slots by the watch cache; a slot that looks missed there is judged
+        only after a look beyond it (one LIST of the Jobs, one of the controller's Events),
+        so a watch gap never passes for a miss."""
+        accounting = self._accounting(sj, live, now)
+        evidence = self._evidence(key, sj, live)
+        judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
+        if judgement.needs_confirmation:
+            evidence = replace(
+                evidence, confirmed=True, confirmed_slots=await self._slots_beyond_cache(sj)
+            )
+            judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
         # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
@@ -79,12 +194,68 @@ class KubernetesBackend:
             wake.append((judgement.recheck_at - now).total_seconds())
         return Outcome(status, min(wake, default=None), judgement.new_runs)
 
+    async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
+        """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and
+        the CronJob controller's Events naming its Jobs (kept an hour by default)."""
+        namespace, name = sj.metadata.namespace, cj.cronjob_name(sj.metadata.name)
+        try:
+            jobs = await self.kube.list_all("jobs", [namespace], f"{cj.SCHEDULEDJOB_LABEL}={name}")
+            messages = await self.kube.cronjob_event_messages(namespace, name)
+        except ApiException as error:
+            raise Retry(f"confirming missed runs: {api_error_message(error)}") from None
+        slots = {record.scheduled_time for record in map(job_record, jobs) if record is not None}
+        return frozenset(slots | cj.slots_in_controller_events(name, messages))
+
+    def in_place(self, key: Key, sj: ScheduledJob) -> bool:
+        """This object's CronJob is there and active (one being deleted is inert)."""
+        cronjob = self._live(key)
+        return (
+            cronjob is not None
+            and not cronjob["metadata"].get("deletionTimestamp")
+            and cj.is_owned_by(cronjob, sj)
+        )
+
+    def run_in_progress(self, key: Key) -> bool:
+        """A Job the CronJob started is still running (it outlives its CronJob)."""
+        return any(job.finished_at is None for job in self.cache.jobs(key))
+
+    async def check_accepted(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
+        """Switching from temporal: before the schedule goes, the CronJob must be ours to
+        write and the apiserver must accept it (a server-side dry run, admission
+        included). SpecProblem or Retry otherwise, and the schedule keeps running."""
+        desired = cj.cronjob_manifest(sj)
+        await self._owned_or_adopted(key, sj, desired, now)
+        try:
+            await self.kube.apply_cronjob(desired, dry_run=True)
+        except ApiException as error:
+            if is_invalid(error):
+                raise SpecProblem(
+                    "InvalidJobTemplate",
+                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
+                ) from None
+            raise Retry(
+                f"checking the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
+
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
-        running now is allowed to finish."""
-        cronjob = self.cache.cronjob(key)
-        if cronjob is None or cronjob["metadata"].get("deletionTimestamp"):
-            return  # a CronJob being deleted is inert: its controller ignores it
+        running now is allowed to finish; without an owner, only a TTL removes the Jobs
+        afterwards, so those that have none get the default one first."""
+        if not self.in_place(key, sj):
+            return
+        cronjob = self._live(key)
+        assert cronjob is not None
+        template = cronjob["spec"]["jobTemplate"].get("spec", {})
+        if template.get("ttlSecondsAfterFinished") is None:
+            for name in self.cache.job_names(key):
+                try:
+                    await self.kube.set_job_ttl(key[0], name, cj.DEFAULT_TTL_SECONDS_AFTER_FINISHED)
+                except ApiException as error:
+                    if not is_not_found(error):
+                        raise Retry(
+                            f"giving Job {name} a TTL: {api_error_message(error)}",
+                            refusal_reason(error),
+                        ) from None
         await self.kube.delete_cronjob(*key, propagation="Orphan")
         await self.events.record(
             sj, "Normal", "BackendSwitched",
@@ -101,7 +272,9 @@ class KubernetesBackend:
                     "InvalidJobTemplate",
                     f"the apiserver rejected the CronJob: {api_error_message(error)}",
                 ) from None
-            raise Retry(f"writing the CronJob: {api_error_message(error)}") from None
+            raise Retry(
+                f"writing the CronJob: {api_error_message(error)}", refusal_reason(error)
+            ) from None
         log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
         return live
 
@@ -127,11 +300,9 @@ class KubernetesBackend:
             since=st.parse_time(live["metadata"].get("creationTimestamp")),
         )  # fmt: skip
 
-    def _evidence(
-        self, key: Key, sj: ScheduledJob, live: dict[str, Any], desired: dict[str, Any]
-    ) -> KubernetesEvidence:
+    def _evidence(self, key: Key, sj: ScheduledJob, live: dict[str, Any]) -> KubernetesEvidence:
         observed = live.get("status") or {}
-        job_spec = desired["spec"]["jobTemplate"].get("spec", {})
+        job_spec = live["spec"]["jobTemplate"].get("spec", {})
         return KubernetesEvidence(
             jobs=self.cache.jobs(key),
             seen_slots=self.cache.seen_slots(key),
@@ -141,3 +312,23 @@ class KubernetesBackend:
             failed_history_limit=sj.spec.failed_runs_history_limit,
             ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
         )
+
+
+def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:
+    """The schedule part of `spec` as the CronJob in place really has it."""
+    return spec.model_copy(
+        update={
+            "backend": "kubernetes",
+            "schedule": cronjob_spec.get("schedule", spec.schedule),
+            "time_zone": cronjob_spec.get("timeZone", spec.time_zone),
+            "suspend": bool(cronjob_spec.get("suspend", False)),
+            "concurrency_policy": cronjob_spec.get("concurrencyPolicy", "Allow"),
+            "starting_deadline_seconds": cronjob_spec.get("startingDeadlineSeconds"),
+            "successful_runs_history_limit": cronjob_spec.get(
+                "successfulJobsHistoryLimit", spec.successful_runs_history_limit
+            ),
+            "failed_runs_history_limit": cronjob_spec.get(
+                "failedJobsHistoryLimit", spec.failed_runs_history_limit
+            ),
+        }
+    )

@@ -25,6 +25,10 @@ class Metrics:
             "sundial_skipped_runs", "Runs the overlap policy deliberately skipped.",
             labels, registry=self.registry,
         )  # fmt: skip
+        self.unknown = Counter(
+            "sundial_unknown_runs", "Slots Sundial could not verify either way (not missed).",
+            ["namespace", "name", "backend"], registry=self.registry,
+        )  # fmt: skip
         self.last_run = Gauge(
             "sundial_last_run_timestamp_seconds", "Scheduled time of the latest run.",
             ["namespace", "name", "backend"], registry=self.registry,
@@ -69,6 +73,9 @@ class Metrics:
 
     def runs(self, key: Key, backend: str, new_runs: list[MissedRun]) -> None:
         for run in new_runs:
+            if run.reason == "Unknown":
+                self.unknown.labels(*key, backend).inc()
+                continue
             counter = self.skipped if run.reason == "OverlapSkipped" else self.missed
             counter.labels(*key, backend, run.reason).inc()
 

@@ -71,6 +71,11 @@ class KubernetesEvidence:
     successful_history_limit: int
     failed_history_limit: int
     ttl_seconds_after_finished: int | None
+    # A miss is recorded only once the backend has looked beyond the watch cache (a LIST
+    # of the owner's Jobs and the CronJob controller's Events): a Job only absent from the
+    # cache (start-up, a watch gap, a stalled watch) is no proof. Slots found there ran.
+    confirmed: bool = False
+    confirmed_slots: frozenset[datetime] = frozenset()
 
 
 @dataclass
@@ -81,16 +86,28 @@ class Judgement:
     recheck_at: datetime | None = None
     # The newest slot that ran on time, if any was seen in this pass.
     latest_on_time: datetime | None = None
+    # A slot looks missed by the watch cache alone: look further, then judge again.
+    needs_confirmation: bool = False
 
 
 def start_accounting(
-    previous: RunAccounting | None, spec_key: str, now: datetime, since: datetime | None
+    previous: RunAccounting | None,
+    spec_key: str,
+    now: datetime,
+    since: datetime | None,
+    *,
+    keep_counters: bool = False,
 ) -> RunAccounting:
-    """The watermark to judge from: kept while the schedule is unchanged, else `now`."""
+    """The watermark to judge from: kept while the schedule is unchanged, else `now`.
+
+    With keep_counters (the same Temporal schedule, updated in place), the counters last
+    seen stay the baseline: what Temporal counted between the last look and the change
+    is still news, and its totals stay exact."""
     if previous is not None and previous.spec_hash == spec_key:
         return previous
     start = max(now, since) if since is not None else now
-    return RunAccounting(accounted_until=start, spec_hash=spec_key)
+    counters = previous.temporal_counters if previous is not None and keep_counters else None
+    return RunAccounting(accounted_until=start, spec_hash=spec_key, temporal_counters=counters)
 
 
 def judge_kubernetes(
@@ -109,6 +126,7 @@ def judge_kubernetes(
         # Suspended slots are neither missed nor skipped: pass over them.
         return Judgement(accounting=_passed_over(table, accounting, now))
     ran = {job.scheduled_time for job in evidence.jobs} | evidence.seen_slots
+    ran |= evidence.confirmed_slots
     if evidence.last_schedule_time is not None:
         ran.add(evidence.last_schedule_time)
     deadline = (
@@ -119,9 +137,13 @@ def judge_kubernetes(
     slots = table.slots_between(accounting.accounted_until, now, MAX_SLOTS_PER_PASS + 1)
     judgement = Judgement(accounting=accounting)
     watermark = accounting.accounted_until
+    # Counted across passes, so an outage gets the same reasons whether the operator
+    # judged it slot by slot or all at once after its own restart.
+    streak = accounting.unmet_streak or 0
     for index, slot in enumerate(slots[:MAX_SLOTS_PER_PASS]):
         if slot in ran:
             watermark = slot
+            streak = 0
             continue
         following = slots[index + 1] if index + 1 < len(slots) else _next_slot(table, slot)
         certain_at = following if following is not None else slot
@@ -130,26 +152,28 @@ def judge_kubernetes(
         if now < certain_at + SETTLE:
             judgement.recheck_at = certain_at + SETTLE
             break
+        if not evidence.confirmed:
+            judgement.needs_confirmation = True
+            break
         watermark = slot
-        if _may_have_vanished(slot, evidence, now):
-            continue  # no false misses: a Job for it may have existed unseen
         reason: MissReason
         if spec.concurrency_policy == "Forbid" and any(
             job.active_at(slot) for job in evidence.jobs
         ):
             reason = "OverlapSkipped"
+        elif _unverifiable(slot, evidence):
+            reason = "Unknown"
         elif deadline is not None and following is not None and slot + deadline < following:
             reason = "DeadlineExceeded"
         else:
             reason = "ControllerDown"
+        streak += reason != "Unknown"
+        if reason == "ControllerDown" and streak > TOO_MANY_MISSED:
+            reason = "TooManyMissed"
         judgement.new_runs.append(MissedRun(scheduled_time=slot, reason=reason))
-    dropped = [r for r in judgement.new_runs if r.reason == "ControllerDown"]
-    if len(dropped) > TOO_MANY_MISSED:
-        judgement.new_runs = [
-            r.model_copy(update={"reason": "TooManyMissed"}) if r.reason == "ControllerDown" else r
-            for r in judgement.new_runs
-        ]
-    judgement.accounting = accounting.model_copy(update={"accounted_until": watermark})
+    judgement.accounting = accounting.model_copy(
+        update={"accounted_until": watermark, "unmet_streak": streak or None}
+    )
     on_time = [
         job.scheduled_time for job in evidence.jobs if job.created - job.scheduled_time <= ON_TIME
     ]
@@ -169,24 +193,18 @@ def _next_slot(table: Timetable, slot: datetime) -> datetime | None:
     return next(table.slots(slot), None)
 
 
-def _may_have_vanished(slot: datetime, evidence: KubernetesEvidence, now: datetime) -> bool:
-    """Could a Job for this slot have been created and deleted while nobody watched?
+def _unverifiable(slot: datetime, evidence: KubernetesEvidence) -> bool:
+    """Could a Job for this slot have been created and deleted with no trace left?
 
-    Only before the operator's watch began, only if the controller has scheduled a later
-    slot since, and only if the history limits or ttlSecondsAfterFinished could have
-    removed it: the controller deletes finished Jobs only beyond the newest N of a kind.
+    Only before the operator's watch began (while it watches it sees every Job created),
+    and only if the controller has scheduled this slot or a later one since
+    (lastScheduleTime): after lastScheduleTime the controller certainly created nothing.
+    Its Job may be gone by history limits, TTL, Replace, a person or a cleanup tool, and
+    its Events expire (an hour by default), so there is no evidence either way.
     """
     if slot >= evidence.watching_since:
         return False
-    if evidence.last_schedule_time is None or slot > evidence.last_schedule_time:
-        return False
-    newer = [job for job in evidence.jobs if job.scheduled_time > slot]
-    if sum(job.succeeded for job in newer) >= evidence.successful_history_limit:
-        return True
-    if sum(job.failed for job in newer) >= evidence.failed_history_limit:
-        return True
-    ttl = evidence.ttl_seconds_after_finished
-    return ttl is not None and now >= slot + timedelta(seconds=ttl)
+    return evidence.last_schedule_time is not None and slot <= evidence.last_schedule_time
 
 
 @dataclass(frozen=True)
@@ -252,6 +270,11 @@ def judge_temporal(
     )
 
 
+def counts_as_missed(run: MissedRun) -> bool:
+    """Skips are the overlap policy at work; Unknown is Sundial saying it cannot tell."""
+    return run.reason not in ("OverlapSkipped", "Unknown")
+
+
 @dataclass(frozen=True)
 class Tally:
     missed_runs: int
@@ -269,7 +292,7 @@ def tally(
 ) -> Tally:
     """Totals that never decrease, and the last ten entries, missed and skipped both."""
     skipped = [r for r in new_runs if r.reason == "OverlapSkipped"]
-    missed = [r for r in new_runs if r.reason != "OverlapSkipped"]
+    missed = [r for r in new_runs if counts_as_missed(r)]
     latest_missed = max((r.scheduled_time for r in missed), default=None)
     if last_missed_time is not None and latest_missed is not None:
         latest_missed = max(latest_missed, last_missed_time)

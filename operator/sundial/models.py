@@ -395,6 +395,9 @@ MissReason = Literal[
     "BufferDropped",
     "TooManyMissed",
     "OverlapSkipped",
+    # Sundial cannot tell: no evidence either way (it did not watch, the Job and the
+    # controller's Events are gone). Shown, never counted as missed.
+    "Unknown",
 ]
 
 
@@ -422,6 +425,11 @@ class RunAccounting(ApiModel):
         default=None, description="The schedule the slots were computed from."
     )
     temporal_counters: TemporalCounters | None = None
+    unmet_streak: int | None = Field(
+        default=None,
+        description="Consecutive slots the CronJob controller has not started, up to the "
+        "watermark: beyond 100 a miss is TooManyMissed, as the controller's own warning.",
+    )
 
 
 class ScheduledJobStatus(ApiModel):
@@ -474,6 +482,7 @@ class ObjectMeta(BaseModel):
     creation_timestamp: datetime | None = Field(default=None, alias="creationTimestamp")
     deletion_timestamp: datetime | None = Field(default=None, alias="deletionTimestamp")
     finalizers: list[str] = Field(default_factory=list)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class ScheduledJob(BaseModel):

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -25,11 +25,17 @@ from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus
 from sundial.schedule import ScheduleError, timetable
-from sundial.temporal import TemporalUnavailable
+from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
+
+# Event type, wording and reason per kind of judged run; any other reason is a miss.
+RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
+    "OverlapSkipped": ("Warning", "skipped", "RunSkipped"),
+    "Unknown": ("Normal", "could not be verified", "RunUnverified"),
+}
 
 
 @dataclass
@@ -74,10 +80,13 @@ class Reconciler:
         try:
             outcome = await self._bring_in_step(key, sj, now)
         except (ScheduleError, SpecProblem) as problem:
-            await self._report(sj, body, problem.reason, problem.message, now)
-            return problem.retry_after if isinstance(problem, SpecProblem) else None
-        except TemporalUnavailable as error:
-            await self._report(sj, body, "BackendUnavailable", str(error), now)
+            return await self._report_problem(key, sj, body, problem, now)
+        except Retry as retry:
+            # Transient, retried with backoff; meanwhile the condition says why.
+            await self._report(sj, body, retry.reason, str(retry), now)
+            raise
+        except Exception as error:
+            await self._report(sj, body, "InternalError", f"{type(error).__name__}: {error}", now)
             raise
 
         # 4. Write the rebuilt status if it changed. Status first: if the write fails, the
@@ -93,6 +102,28 @@ class Reconciler:
         )  # fmt: skip
         return outcome.requeue_after
 
+    async def _report_problem(
+        self,
+        key: Key,
+        sj: ScheduledJob,
+        body: dict[str, Any],
+        problem: ScheduleError | SpecProblem,
+        now: datetime,
+    ) -> float | None:
+        """Ready=False for a problem only a spec change can fix. A CronJob already in
+        place still runs by its last accepted spec, so its slots are still judged."""
+        retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
+        # (Also mid-switch to temporal: the CronJob runs until Temporal accepts.)
+        running = await self.kubernetes.judge_running(key, sj, now)
+        if running is None:
+            await self._report(sj, body, problem.reason, problem.message, now)
+            return retry_after
+        await self._report(sj, body, problem.reason, problem.message, now, running.status)
+        await self._announce_runs(sj, running.new_runs, now)
+        self.metrics.runs(key, sj.spec.backend, running.new_runs)
+        wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
+        return min(wakes, default=None)
+
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
         written = self._written_status.get(key)
         if body is None or written is None:
@@ -105,11 +136,19 @@ class Reconciler:
 
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
+        # A switch retires the old backend only once the new one has accepted the object,
+        # so a refusal leaves the old one running (status: Switching True, Ready False).
         if sj.spec.backend == "temporal":
             prepared = await self.temporal.prepare(sj)
-            await self.kubernetes.retire(key, sj, now)
-            return await self.temporal.reconcile(sj, prepared, table, now)
-        await self.temporal.retire(sj, now)
+            if self.kubernetes.in_place(key, sj):
+                prepared = await self.temporal.stand_by(sj, prepared, now)
+                await self.kubernetes.retire(key, sj, now)
+            # Forbid holds across the switch: no Temporal run while the CronJob's runs.
+            hold = sj.spec.concurrency_policy == "Forbid" and self.kubernetes.run_in_progress(key)
+            return await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
+        if TEMPORAL_FINALIZER in sj.metadata.finalizers:
+            await self.kubernetes.check_accepted(key, sj, now)
+            await self.temporal.retire(sj, now)
         return await self.kubernetes.reconcile(key, sj, table, now)
 
     async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:
@@ -123,7 +162,11 @@ class Reconciler:
             raise
         except SpecProblem as problem:
             await self._report(sj, body, problem.reason, problem.message, now)
-            raise Retry(problem.message) from None
+            raise Retry(problem.message, problem.reason) from None
+        except TemporalRejected as error:
+            message = f"cannot delete the Temporal schedule, retrying: {error}"
+            await self._report(sj, body, "TemporalRejected", message, now)
+            raise Retry(message, "TemporalRejected") from None
 
     # ---- what the pass tells people --------------------------------------------------
 
@@ -152,14 +195,11 @@ class Reconciler:
         window raise its count, so a long outage is one Event, not a storm."""
         for reason in sorted({run.reason for run in new_runs}):
             runs = [r for r in new_runs if r.reason == reason]
-            verb = "skipped" if reason == "OverlapSkipped" else "missed"
+            kind, verb, event_reason = RUN_EVENTS.get(reason, ("Warning", "missed", "RunMissed"))
             times = ", ".join(st.iso(r.scheduled_time) for r in runs[:5])
             more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
             message = f"{len(runs)} run(s) {verb} ({reason}): scheduled for {times}{more}"
-            await self.events.record(
-                sj, "Warning", "RunSkipped" if verb == "skipped" else "RunMissed", message,
-                now=now, aggregate_key=reason,
-            )  # fmt: skip
+            await self.events.record(sj, kind, event_reason, message, now=now, aggregate_key=reason)
 
     async def _write_status(
         self, sj: ScheduledJob, body: dict[str, Any], new: ScheduledJobStatus
@@ -167,6 +207,7 @@ class Reconciler:
         old_document = dict(body.get("status") or {})
         patch = st.merge_patch(old_document, st.status_document(new))
         if not patch:
+            self._settle_accounting((sj.metadata.namespace, sj.metadata.name), new)
             return
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
@@ -180,12 +221,25 @@ class Reconciler:
             raise Retry(f"writing status: {api_error_message(error)}") from None
         key = (sj.metadata.namespace, sj.metadata.name)
         self._written_status[key] = (sj.metadata.uid, st.status_document(new))
+        self._settle_accounting(key, new)
+
+    def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:
+        """The server holds this watermark now: the slots before it need no memory."""
+        if written.run_accounting is not None:
+            self.cache.forget_slots_before(key, written.run_accounting.accounted_until)
 
     async def _report(
-        self, sj: ScheduledJob, body: dict[str, Any], reason: str, message: str, now: datetime
+        self,
+        sj: ScheduledJob,
+        body: dict[str, Any],
+        reason: str,
+        message: str,
+        now: datetime,
+        observed: ScheduledJobStatus | None = None,
     ) -> None:
-        """Ready=False with the reason, a Warning Event once, the backend left as it was."""
-        new_status = st.not_ready(sj, reason, message, now=now)
+        """Ready=False with the reason, a Warning Event once, the backend left as it was
+        (with `observed`, what the backend still running was judged to have done)."""
+        new_status = st.not_ready(sj, reason, message, now=now, observed=observed)
         if new_status != sj.status:
             await self.events.record(sj, "Warning", reason, message, now=now)
         await self._write_status(sj, body, new_status)

@@ -14,7 +14,7 @@ from typing import Any
 from temporalio.client import ScheduleDescription
 
 from sundial.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
-from sundial.missed import Judgement, Tally, tally
+from sundial.missed import Judgement, Tally, counts_as_missed, tally
 from sundial.models import (
     BackendRef,
     Condition,
@@ -23,11 +23,13 @@ from sundial.models import (
     ScheduledJobStatus,
 )
 from sundial.schedule import Timetable
+from sundial.temporal_schedule import SWITCH_NOTE
 
 READY = "Ready"
 RUNS_MISSED = "RunsMissed"
 RECONCILED = "Reconciled"
 PAUSED_IN_TEMPORAL = "PausedInTemporal"
+SWITCHING = "Switching"
 NEXT_RUN_COUNT = 3
 
 
@@ -68,10 +70,52 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> ScheduledJobStatus:
-    """The status of an object whose spec cannot be acted on. What the backend last did
-    (times, counters) stays as it was: the backend itself is left untouched."""
-    previous = sj.status
+def switching(
+    sj: ScheduledJob,
+    previous: list[Condition],
+    effective: str | None,
+    *,
+    problem: str | None = None,
+    waiting_for: str | None = None,
+    now: datetime,
+) -> Condition | None:
+    """True while a change of backend is not complete: the backend in effect is still the
+    old one (the new one has not accepted the object yet), or the new one waits for a run
+    the old one started. False once done; absent on an object that never switched."""
+    desired, generation = sj.spec.backend, sj.metadata.generation
+    if effective is not None and effective != desired:
+        return condition(
+            previous, SWITCHING, "True", "SwitchPending",
+            f"switching from backend {effective} to {desired}"
+            f"{': ' + problem if problem else ''}; backend {effective} keeps running until "
+            f"{desired} accepts the object", now=now, generation=generation,
+        )  # fmt: skip
+    if waiting_for is not None:
+        return condition(previous, SWITCHING, "True", "WaitingForRunningJob", waiting_for,
+                         now=now, generation=generation)  # fmt: skip
+    old = find_condition(previous, SWITCHING)
+    if old is not None and old.status == "True":
+        return condition(previous, SWITCHING, "False", "Switched", f"now on backend {desired}",
+                         now=now, generation=generation)  # fmt: skip
+    return old
+
+
+def _with_switching(conditions: list[Condition], switch: Condition | None) -> list[Condition]:
+    return conditions if switch is None else with_condition(conditions, switch)
+
+
+def not_ready(
+    sj: ScheduledJob,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    observed: ScheduledJobStatus | None = None,
+) -> ScheduledJobStatus:
+    """The status of an object whose spec cannot be acted on. The backend itself is left
+    untouched; what it last did (times, counters) stays as it was, or is `observed` when
+    the backend in place was judged in this pass."""
+    previous = observed or sj.status
     ready = condition(
         previous.conditions,
         READY,
@@ -81,10 +125,11 @@ def not_ready(sj: ScheduledJob, reason: str, message: str, *, now: datetime) -> 
         now=now,
         generation=sj.metadata.generation,
     )
+    switch = switching(sj, previous.conditions, previous.backend, problem=message, now=now)
     return previous.model_copy(
         update={
             "observed_generation": sj.metadata.generation,
-            "conditions": with_condition(previous.conditions, ready),
+            "conditions": _with_switching(with_condition(previous.conditions, ready), switch),
         }
     )
 
@@ -100,7 +145,7 @@ def runs_missed(
     """True from a missed run until a later slot runs on time. Skips do not set it: they
     are the overlap policy doing what it was asked."""
     old = find_condition(previous, RUNS_MISSED)
-    missed = [r for r in judgement.new_runs if r.reason != "OverlapSkipped"]
+    missed = [r for r in judgement.new_runs if counts_as_missed(r)]
 
     def make(status: ConditionStatus, reason: str, message: str) -> Condition:
         return condition(previous, RUNS_MISSED, status, reason, message, now=now,
@@ -136,6 +181,7 @@ def _ready_status(
     notes: list[str] | None,
     judgement: Judgement,
     now: datetime,
+    waiting_for: str | None = None,
     **observed: Any,
 ) -> ScheduledJobStatus:
     """The status of a ScheduledJob whose backend is in step: what the backend reports,
@@ -158,6 +204,10 @@ def _ready_status(
         conditions, runs_missed(previous.conditions, runs, judgement, now=now,
                                 generation=generation)
     )  # fmt: skip
+    conditions = _with_switching(
+        conditions,
+        switching(sj, previous.conditions, sj.spec.backend, waiting_for=waiting_for, now=now),
+    )
     return ScheduledJobStatus(
         observed_generation=generation,
         conditions=conditions,
@@ -215,7 +265,14 @@ def temporal_status(
     """Status of a ScheduledJob whose Temporal Schedule is in step, from describe()."""
     info = description.info
     state = description.schedule.state
-    if state.paused and not sj.spec.suspend:
+    waiting_for = None
+    if state.paused and state.note == SWITCH_NOTE and not sj.spec.suspend:
+        reason = RECONCILED
+        waiting_for = message = (
+            "the Temporal schedule starts once the run the CronJob started has finished "
+            "(concurrencyPolicy Forbid)"
+        )
+    elif state.paused and not sj.spec.suspend:
         reason = PAUSED_IN_TEMPORAL
         message = (
             f"schedule is paused in Temporal ({state.note or 'no note'}); Sundial leaves it "
@@ -231,6 +288,7 @@ def temporal_status(
         notes=notes,
         judgement=judgement,
         now=now,
+        waiting_for=waiting_for,
         backend_ref=BackendRef(
             kind="TemporalSchedule", namespace=namespace, schedule_id=schedule_id
         ),

@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from temporalio.client import ScheduleDescription
+from temporalio.client import ScheduleDescription, ScheduleState
 
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
 from sundial.config import OperatorConfig
+from sundial.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
 from sundial.missed import (
@@ -35,8 +36,10 @@ from sundial.temporal import (
 from sundial.temporal_schedule import (
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
+    SCHEDULEDJOB_UID_MEMO_KEY,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,
+    SWITCH_NOTE,
     schedule_id,
     temporal_schedule,
 )
@@ -75,13 +78,26 @@ class TemporalBackend:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
         identity = schedule_id(self.config.schedule_id_prefix, *_key(sj))
-        return Prepared(connection, identity, await self.temporal.describe(connection, identity))
+        try:
+            description = await self.temporal.describe(connection, identity)
+        except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
+            raise SpecProblem("TemporalRejected", str(error), retry_after=60.0) from None
+        return Prepared(connection, identity, description)
 
     async def reconcile(
-        self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
+        self,
+        sj: ScheduledJob,
+        prepared: Prepared,
+        table: Timetable,
+        now: datetime,
+        *,
+        hold: bool = False,
     ) -> Outcome:
+        """`hold`: a run the CronJob started is still going and the policy is Forbid, so
+        a schedule made for the switch stays paused until it ends."""
+        prepared = await self._owned_or_adopted(sj, prepared, now)
         try:
-            description, spec_hash = await self._upsert(sj, prepared, now)
+            description, spec_hash = await self._upsert(sj, prepared, now, hold=hold)
         except TemporalRejected as error:
             raise SpecProblem("TemporalRejected", str(error)) from None
         judgement = self._judge(sj, table, description, now)
@@ -98,6 +114,53 @@ class TemporalBackend:
             notes=notes,
         )
         return Outcome(status, self.config.temporal_resync_seconds, judgement.new_runs)
+
+    async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
+        """Switching from kubernetes: create the schedule paused, so Temporal's own verdict
+        comes before the CronJob is retired; a refusal leaves the CronJob running."""
+        prepared = await self._owned_or_adopted(sj, prepared, now)
+        if prepared.description is not None:
+            return prepared
+        _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
+        schedule = replace(schedule, state=ScheduleState(paused=True, note=SWITCH_NOTE))
+        try:
+            await self.temporal.create(
+                prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
+            )
+        except TemporalRejected as error:
+            raise SpecProblem(
+                "TemporalRejected",
+                f"{error}; the CronJob keeps running until Temporal accepts the schedule",
+            ) from None
+        description = await self._describe(prepared.connection, prepared.schedule_id)
+        return replace(prepared, description=description)
+
+    async def _owned_or_adopted(
+        self, sj: ScheduledJob, prepared: Prepared, now: datetime
+    ) -> Prepared:
+        """A schedule under this id that Sundial did not create for this object is never
+        written over, unless adoption was asked for. Temporal keeps a schedule's memo
+        from its creation, so adopting means deleting it and creating Sundial's."""
+        identity = prepared.schedule_id
+        if prepared.description is None or await _made_for(sj, prepared.description):
+            return prepared
+        if not adoption_requested(sj, identity):
+            raise SpecProblem(
+                "ScheduleExists",
+                f"a Temporal schedule {identity} already exists in namespace "
+                f"{prepared.connection.namespace} and was not created by this ScheduledJob; "
+                "Sundial leaves it alone. Delete that schedule, or adopt it: `kubectl annotate "
+                f"scheduledjob {sj.metadata.name} {ADOPT_ANNOTATION}={identity}` (it is then "
+                "deleted and created again from this ScheduledJob; its counters start afresh)",
+                retry_after=60.0,
+            )
+        await self.temporal.delete(prepared.connection, identity)
+        await self.events.record(
+            sj, "Normal", "Adopted",
+            f"adopted the existing Temporal schedule {identity} ({ADOPT_ANNOTATION}): it was "
+            "replaced by this ScheduledJob's", now=now,
+        )  # fmt: skip
+        return replace(prepared, description=None)
 
     async def retire(self, sj: ScheduledJob, now: datetime) -> None:
         """Switching to kubernetes: the schedule goes before the CronJob comes."""
@@ -117,20 +180,26 @@ class TemporalBackend:
             if ref is not None and ref.schedule_id
             else schedule_id(self.config.schedule_id_prefix, *_key(sj))
         )
-        await self.temporal.delete(await self._connection(sj), identity)
-        log.info("deleted Temporal schedule %s", identity)
+        connection = await self._connection(sj)
+        description = await self.temporal.describe(connection, identity)
+        if description is not None:
+            if await _made_for(sj, description):
+                await self.temporal.delete(connection, identity)
+                log.info("deleted Temporal schedule %s", identity)
+            else:
+                log.info("left Temporal schedule %s alone: not made for %s/%s", identity,
+                         *_key(sj))  # fmt: skip
         await self._set_finalizer(sj, present=False)
 
     async def _upsert(
-        self, sj: ScheduledJob, prepared: Prepared, now: datetime
+        self, sj: ScheduledJob, prepared: Prepared, now: datetime, *, hold: bool = False
     ) -> tuple[ScheduleDescription, str]:
         """Create, update or leave the schedule; returns what the server then holds."""
         connection, identity = prepared.connection, prepared.schedule_id
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         description = prepared.description
         if description is None:
-            memo = {SPEC_HASH_MEMO_KEY: spec_hash, SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj))}
-            await self.temporal.create(connection, identity, schedule, memo)
+            await self.temporal.create(connection, identity, schedule, _memo(sj, spec_hash))
             log.info("created Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
         elif (
@@ -146,13 +215,18 @@ class TemporalBackend:
             await self.temporal.update(connection, identity, schedule, keep_state=True)
             log.info("updated Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
-        # suspend pauses with Sundial's note; lifting it lifts only Sundial's own pause,
-        # never one made by hand or by pause-on-failure.
+        # suspend pauses with Sundial's note, taking over a pause made by hand (so setting
+        # suspend true and back to false clears it, as the PausedInTemporal advice says);
+        # lifting it lifts only Sundial's own pause, never one by hand or pause-on-failure.
         state = description.schedule.state
-        if sj.spec.suspend and not state.paused:
+        if sj.spec.suspend and not (state.paused and state.note == SUSPEND_NOTE):
             await self.temporal.set_paused(connection, identity, True, SUSPEND_NOTE)
             description = await self._describe(connection, identity)
-        elif not sj.spec.suspend and state.paused and state.note == SUSPEND_NOTE:
+        elif (
+            not sj.spec.suspend
+            and state.paused
+            and (state.note == SUSPEND_NOTE or (state.note == SWITCH_NOTE and not hold))
+        ):
             await self.temporal.set_paused(connection, identity, False, RESUME_NOTE)
             description = await self._describe(connection, identity)
         return description, spec_hash
@@ -174,8 +248,9 @@ class TemporalBackend:
             buffer_dropped=description.raw_description.info.buffer_dropped,
         )
         accounting = start_accounting(
-            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at
-        )
+            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at,
+            keep_counters=sj.status.backend == "temporal",
+        )  # fmt: skip
         if accounting.temporal_counters is None:
             # A fresh start: what the counters held before is not this schedule's news.
             accounting = accounting.model_copy(update={"temporal_counters": counters})
@@ -259,3 +334,25 @@ def _decoded(data: dict[str, str], key: str) -> bytes | None:
         return base64.b64decode(raw)
     except (binascii.Error, ValueError):
         return None
+
+
+async def _made_for(sj: ScheduledJob, description: ScheduleDescription) -> bool:
+    """Sundial created this schedule for this object: its memo names the object (and its
+    uid; a schedule from before uids were written names only the object)."""
+    try:
+        memo = await description.memo()
+    except Exception:  # a memo Sundial cannot decode is not Sundial's
+        return False
+    if memo.get(SCHEDULEDJOB_MEMO_KEY) != "/".join(_key(sj)):
+        return False
+    uid = memo.get(SCHEDULEDJOB_UID_MEMO_KEY)
+    return uid is None or uid == sj.metadata.uid
+
+
+def _memo(sj: ScheduledJob, spec_hash: str) -> dict[str, str]:
+    """What marks a schedule as made by Sundial for this object (read by _made_for)."""
+    return {
+        SPEC_HASH_MEMO_KEY: spec_hash,
+        SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj)),
+        SCHEDULEDJOB_UID_MEMO_KEY: sj.metadata.uid,
+    }

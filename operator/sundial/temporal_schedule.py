@@ -23,12 +23,17 @@ from sundial.schedule import parse_duration
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
 SCHEDULEDJOB_MEMO_KEY = f"{GROUP}/scheduledjob"
+# The ScheduledJob's uid: a schedule is Sundial's for an object only if it says so.
+SCHEDULEDJOB_UID_MEMO_KEY = f"{GROUP}/scheduledjob-uid"
 # startingDeadlineSeconds unset means "no deadline" on a CronJob; Temporal always has a
 # catch-up window, so Sundial sets the server's own default, one year, explicitly (some
 # SDKs document 60 s, and an implicit default is a surprise waiting to happen).
 DEFAULT_CATCHUP_WINDOW = timedelta(days=365)
 SUSPEND_NOTE = "Paused by Sundial: the ScheduledJob has spec.suspend: true"
 RESUME_NOTE = "Resumed by Sundial: the ScheduledJob has spec.suspend: false"
+# A schedule created paused while its ScheduledJob switches from kubernetes: it proves that
+# Temporal accepts it before the CronJob goes, and starts only once the CronJob is gone.
+SWITCH_NOTE = "Paused by Sundial: switching from backend kubernetes"
 
 OVERLAP: dict[ConcurrencyPolicy, ScheduleOverlapPolicy] = {
     "Allow": ScheduleOverlapPolicy.ALLOW_ALL,

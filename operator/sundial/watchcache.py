@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sundial.backend import Key
-from sundial.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION, SCHEDULEDJOB_LABEL
+from sundial.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION, SCHEDULEDJOB_LABEL, slot_from_job_name
 from sundial.missed import JobRecord
 from sundial.status import parse_time
 
@@ -35,6 +35,8 @@ def job_record(job: dict[str, Any]) -> JobRecord | None:
         scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_TIMESTAMP_ANNOTATION))
     except ValueError:
         return None
+    if scheduled is None:
+        scheduled = _slot_from_controller_name(meta)
     created = parse_time(meta.get("creationTimestamp"))
     if scheduled is None or created is None:
         return None
@@ -52,6 +54,16 @@ def job_record(job: dict[str, Any]) -> JobRecord | None:
         succeeded=succeeded,
         failed=failed,
     )
+
+
+def _slot_from_controller_name(meta: dict[str, Any]) -> datetime | None:
+    """Without the annotation (clusters before 1.28, or the gate off), the slot is in the
+    name the CronJob controller gave the Job; only the controller's own Jobs (controller
+    owner reference) are slots, not `kubectl create job --from` ones."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "CronJob" and ref.get("controller"):
+            return slot_from_job_name(ref.get("name", ""), meta.get("name", ""))
+    return None
 
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
@@ -158,6 +170,13 @@ class WatchCache:
             horizon = datetime.now(UTC) - SEEN_SLOTS_KEPT
             slots.difference_update({s for s in slots if s < horizon})
 
+    def forget_slots_before(self, key: Key, watermark: datetime) -> None:
+        """Slots before a watermark written to status are never judged again: what is
+        remembered per object is only what the watermark does not already say."""
+        slots = self._seen.get(key)
+        if slots:
+            slots.difference_update([slot for slot in slots if slot < watermark])
+
     # ---- read by reconcile -----------------------------------------------------------
 
     def scheduledjob(self, key: Key) -> dict[str, Any] | None:
@@ -168,6 +187,9 @@ class WatchCache:
 
     def jobs(self, key: Key) -> list[JobRecord]:
         return [self._jobs.objects[job]["record"] for job in self._jobs_by_owner.get(key, ())]
+
+    def job_names(self, key: Key) -> list[str]:
+        return sorted(name for _, name in self._jobs_by_owner.get(key, ()))
 
     def seen_slots(self, key: Key) -> frozenset[datetime]:
         """Slots whose Job this operator saw created, even if the Job is gone now."""

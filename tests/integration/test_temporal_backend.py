@@ -242,6 +242,24 @@ def test_a_pause_by_hand_is_reported_not_undone(
         ),
         duration=12,
     )
+    # Issue 14.17: the advice in the message works. suspend true takes the pause over...
+    kubectl.run("patch", "scheduledjob", "paused", "-n", namespace, "--type=merge",
+                "-p", '{"spec": {"suspend": true}}')  # fmt: skip
+    eventually(lambda: ready(kubectl, "paused", namespace), what="Ready while suspended")
+    # ...and false lifts it.
+    kubectl.run("patch", "scheduledjob", "paused", "-n", namespace, "--type=merge",
+                "-p", '{"spec": {"suspend": false}}')  # fmt: skip
+    eventually(
+        lambda: (
+            (d := describe(temporal, namespace, "paused")) is not None
+            and not d.schedule.state.paused
+        ),
+        what="unpaused after suspend true -> false",
+    )
+    eventually(
+        lambda: ready_condition(kubectl, "paused", namespace).get("reason") == "Reconciled",
+        what="Ready Reconciled",
+    )
 
 
 def test_delete_removes_the_schedule_and_the_finalizer(
@@ -309,11 +327,13 @@ def test_switching_backends_keeps_one_resource(
     eventually(lambda: ready(kubectl, "switch", namespace), what="Ready on kubernetes")
 
     def resources() -> tuple[bool, bool]:
-        """(an active CronJob, a Temporal schedule); a CronJob being deleted is inert."""
+        """(an active CronJob, an active Temporal schedule); a CronJob being deleted is
+        inert, and so is a schedule still paused for the switch."""
         cronjob = kubectl.get("cronjob", "switch", namespace)
+        schedule = describe(temporal, namespace, "switch")
         return (
             cronjob is not None and "deletionTimestamp" not in cronjob["metadata"],
-            describe(temporal, namespace, "switch") is not None,
+            schedule is not None and not schedule.schedule.state.paused,
         )
 
     def switch_to(backend: str, expected: tuple[bool, bool]) -> None:
@@ -336,6 +356,53 @@ def test_switching_backends_keeps_one_resource(
     sj = kubectl.get("scheduledjob", "switch", namespace)
     assert sj is not None
     assert "sundial.dev/temporal-schedule" not in sj["metadata"].get("finalizers", [])
+
+
+def test_a_switch_the_new_backend_refuses_leaves_the_old_one_running(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Issue 14.2: the CronJob goes only once Temporal has accepted the schedule."""
+    manifest = scheduledjob(
+        "refusal", namespace, backend="kubernetes", schedule="0 12 * * *",
+        job={"image": "registry.example/app:1"},
+    )  # fmt: skip
+    manifest["spec"].pop("interval", None)
+    kubectl.apply(manifest)
+    eventually(lambda: ready(kubectl, "refusal", namespace), what="Ready on kubernetes")
+    manifest["spec"]["backend"] = "temporal"
+    manifest["spec"]["schedule"] = "0 12 ? * *"  # robfig takes `?`; Temporal refuses it
+    kubectl.apply(manifest)
+    condition = eventually(
+        lambda: (
+            (c := ready_condition(kubectl, "refusal", namespace)).get("status") == "False" and c
+        ),
+        what="Ready=False",
+    )
+    conditions = {
+        c["type"]: c
+        for c in kubectl.get("scheduledjob", "refusal", namespace)["status"]["conditions"]  # type: ignore[index]
+    }
+    assert conditions["Switching"]["status"] == "True", conditions
+    assert "kubernetes" in conditions["Switching"]["message"], conditions
+    cronjob = kubectl.get("cronjob", "refusal", namespace)
+    assert cronjob is not None, f"the CronJob must keep running ({condition})"
+    assert "deletionTimestamp" not in cronjob["metadata"]
+    assert describe(temporal, namespace, "refusal") is None
+
+    manifest["spec"]["schedule"] = "0 12 * * *"
+    kubectl.apply(manifest)
+    eventually(
+        lambda: (
+            ready(kubectl, "refusal", namespace)
+            and kubectl.get("cronjob", "refusal", namespace) is None
+        ),
+        what="switched once Temporal accepts",
+    )
+    switching = {
+        c["type"]: c
+        for c in kubectl.get("scheduledjob", "refusal", namespace)["status"]["conditions"]  # type: ignore[index]
+    }["Switching"]
+    assert (switching["status"], switching["reason"]) == ("False", "Switched")
 
 
 def test_bad_temporal_input_is_reported_and_isolated(

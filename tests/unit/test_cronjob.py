@@ -191,3 +191,20 @@ def test_is_subset() -> None:
     assert is_subset({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2, "c": 3}], "d": 4})
     assert not is_subset({"a": [1]}, {"a": [1, 2]})
     assert not is_subset({"a": None}, {})
+
+
+def test_the_controllers_events_name_the_slots_of_jobs_gone_since() -> None:
+    from datetime import UTC, datetime
+
+    from sundial.cronjob import slots_in_controller_events
+
+    messages = [
+        "Created job invoices-29412245",
+        "Saw completed job: invoices-29412246, condition: Complete",
+        "Deleted job invoices-29412240",
+        "Created job invoices-reports-29412247",  # another CronJob's Job
+        "Created job invoices-manual",
+    ]
+    assert slots_in_controller_events("invoices", messages) == {
+        datetime.fromtimestamp(m * 60, UTC) for m in (29412245, 29412246, 29412240)
+    }

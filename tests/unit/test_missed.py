@@ -57,6 +57,7 @@ def evidence(jobs: list[JobRecord], **overrides: Any) -> KubernetesEvidence:
         "successful_history_limit": 1,
         "failed_history_limit": 3,
         "ttl_seconds_after_finished": 300,
+        "confirmed": True,
     }
     fields.update(overrides)
     return KubernetesEvidence(**fields)
@@ -133,9 +134,11 @@ def test_suspended_slots_are_not_counted() -> None:
     assert again.accounting == result.accounting, "no new slot: nothing to write"
 
 
-def test_jobs_removed_by_history_limits_are_not_false_misses() -> None:
-    """The operator was down 10:00-10:05; only the newest successful Job is left."""
-    ev = evidence([job(at(5))], watching_since=at(5.5), seen_slots=frozenset())
+def test_jobs_removed_unseen_are_confirmed_by_the_controllers_events() -> None:
+    """The operator was down 10:00-10:05; only the newest Job is left (history limits), and
+    the CronJob controller's Events still name the Jobs it created."""
+    ev = evidence([job(at(5))], watching_since=at(5.5), seen_slots=frozenset(),
+                  confirmed_slots=frozenset(at(m) for m in range(1, 5)))  # fmt: skip
     result = judge(spec(), ev, at(5.6))
     assert result.new_runs == []
     assert result.accounting.accounted_until == at(5)
@@ -148,25 +151,29 @@ def test_slots_after_the_last_scheduled_one_are_missed_even_unwatched() -> None:
     assert reasons(result) == [(at(2), "ControllerDown"), (at(3), "ControllerDown")]
 
 
-def test_ttl_removal_is_given_the_benefit_of_the_doubt_only_when_possible() -> None:
-    # A failed newer Job does not count towards the successful limit; no TTL: missed.
-    ev = evidence(
-        [job(at(3), succeeded=False)],
-        watching_since=at(3.5),
-        seen_slots=frozenset(),
-        successful_history_limit=1,
-        ttl_seconds_after_finished=None,
-    )
-    assert reasons(judge(spec(), ev, at(3.5))) == [(at(1), "ControllerDown"),
-                                                  (at(2), "ControllerDown")]  # fmt: skip
-    # With a 60 s TTL, a Job for 10:01 could have finished and gone by 10:03:30.
-    ev_ttl = evidence(
-        [job(at(3), succeeded=False)],
-        watching_since=at(3.5),
-        seen_slots=frozenset(),
-        ttl_seconds_after_finished=60,
-    )
-    assert judge(spec(), ev_ttl, at(3.5)).new_runs == []
+def test_without_any_evidence_an_unwatched_slot_is_unknown_never_missed() -> None:
+    """Issue 14.8: a Job deleted by Replace, a person or a cleanup tool while Sundial was
+    down, its Events expired: Sundial cannot tell, and says so without counting a miss."""
+    for ttl in (None, 60):
+        ev = evidence([job(at(3), succeeded=False)], watching_since=at(3.5),
+                      seen_slots=frozenset(), ttl_seconds_after_finished=ttl)  # fmt: skip
+        result = judge(spec(), ev, at(3.5))
+        assert reasons(result) == [(at(1), "Unknown"), (at(2), "Unknown")]
+        runs = tally(0, 0, None, [], result.new_runs)
+        assert (runs.missed_runs, runs.skipped_runs, runs.last_missed_time) == (0, 0, None)
+        assert [r.reason for r in runs.recent_missed_runs] == ["Unknown", "Unknown"]
+
+
+def test_a_slot_missing_only_from_the_cache_is_not_judged_until_confirmed() -> None:
+    """Issue 14.9: absence from the watch cache is no proof of a miss."""
+    ev = evidence([job(at(1)), job(at(3))], confirmed=False)
+    result = judge(spec(), ev, at(3.5))
+    assert result.needs_confirmation
+    assert result.new_runs == []
+    assert result.accounting.accounted_until == at(1), "stops before the unconfirmed slot"
+    # The LIST found the Job for 10:02 after all.
+    confirmed = evidence([job(at(1)), job(at(3))], confirmed_slots=frozenset({at(2)}))
+    assert judge(spec(), confirmed, at(3.5)).new_runs == []
 
 
 def test_a_late_run_within_its_deadline_is_not_missed() -> None:
@@ -179,7 +186,28 @@ def test_a_late_run_within_its_deadline_is_not_missed() -> None:
 def test_more_than_a_hundred_dropped_slots_are_too_many_missed() -> None:
     result = judge(spec(), evidence([job(at(150), late=20)]), at(150.5))
     assert len(result.new_runs) == 149
-    assert {r.reason for r in result.new_runs} == {"TooManyMissed"}
+    reasons_in_order = [r.reason for r in result.new_runs]
+    assert reasons_in_order == ["ControllerDown"] * 100 + ["TooManyMissed"] * 49
+
+
+def test_an_outage_gets_the_same_reasons_whether_the_operator_watched_it_or_not() -> None:
+    """Issue 14.10: one rule, independent of Sundial's own uptime."""
+    job_spec = spec()
+    table = timetable(job_spec)
+    ev = evidence([job(at(150), late=20)])
+    # The operator was down too: one pass after the controller came back.
+    at_once = judge_kubernetes(table, job_spec, accounting(), ev, at(150.5))
+    # The operator watched the whole outage: a pass every minute.
+    watched: list[MissedRun] = []
+    current = accounting()
+    for minute in range(1, 151):
+        now = at(minute) + timedelta(seconds=30)
+        outage = evidence([], last_schedule_time=None) if minute < 150 else ev
+        judged = judge_kubernetes(table, job_spec, current, outage, now)
+        watched += judged.new_runs
+        assert judged.accounting is not None
+        current = judged.accounting
+    assert [(r.scheduled_time, r.reason) for r in watched] == reasons(at_once)
 
 
 def test_accounting_restarts_when_the_schedule_changes() -> None:
@@ -271,3 +299,19 @@ def test_runs_missed_condition_is_set_by_a_miss_and_cleared_by_an_on_time_run() 
     not_raised = runs_missed([cleared], tally(1, 0, at(1), miss, skip_only),
                              Judgement(new_runs=skip_only), now=at(6), generation=1)  # fmt: skip
     assert not_raised.status == "False"
+
+
+def test_a_spec_change_on_temporal_keeps_what_was_counted_before_it() -> None:
+    """Issue 14.13: skips between the last look and a change (suspend) are not dropped."""
+    before = RunAccounting(accounted_until=seconds(50), spec_hash="old",
+                           temporal_counters=TemporalCounters(overlap_skipped=50))  # fmt: skip
+    suspended = temporal_spec(suspend=True)
+    fresh = start_accounting(before, timetable_hash(suspended), seconds(70), since=None,
+                             keep_counters=True)  # fmt: skip
+    assert fresh.accounted_until == seconds(70)
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=54), recent_scheduled=[],
+                          recent_started=[], paused=True)  # fmt: skip
+    result = judge_temporal(timetable(suspended), fresh, ev, seconds(75))
+    assert [r.reason for r in result.new_runs] == ["OverlapSkipped"] * 4
+    # A CronJob's accounting never carries a schedule's counters.
+    assert start_accounting(before, "k8s", seconds(70), since=None).temporal_counters is None

@@ -71,3 +71,29 @@ def test_prune_drops_only_what_the_listing_lacks_and_no_event_mentioned_since() 
     gone = cache.prune("scheduledjobs", {("shop", "kept")}, started)
     assert gone == [("shop", "ghost")]
     assert sorted(cache.scheduledjob_keys()) == [("shop", "kept"), ("shop", "new")]
+
+
+def test_slots_before_the_written_watermark_are_forgotten() -> None:
+    cache = WatchCache()
+    for minute in range(1, 6):
+        cache.put_job(job(f"invoices-{minute}", f"2026-12-02T10:0{minute}:00Z"))
+    cache.forget_slots_before(OWNER, datetime(2026, 12, 2, 10, 4, tzinfo=UTC))
+    assert cache.seen_slots(OWNER) == {
+        datetime(2026, 12, 2, 10, 4, tzinfo=UTC),
+        datetime(2026, 12, 2, 10, 5, tzinfo=UTC),
+    }
+
+
+def test_without_the_annotation_the_slot_comes_from_the_controllers_job_name() -> None:
+    """Issue 14.9: clusters whose Jobs lack the scheduled-timestamp annotation."""
+    made = job("invoices-29412245", None)
+    made["metadata"]["ownerReferences"] = [
+        {"kind": "CronJob", "name": "invoices", "controller": True, "uid": "u"}
+    ]
+    record = job_record(made)
+    assert record is not None
+    assert record.scheduled_time == datetime.fromtimestamp(29412245 * 60, UTC)
+    # `kubectl create job --from=cronjob/invoices invoices-12345`: no controller reference.
+    manual = job("invoices-12345", None)
+    manual["metadata"]["ownerReferences"] = [{"kind": "CronJob", "name": "invoices", "uid": "u"}]
+    assert job_record(manual) is None
