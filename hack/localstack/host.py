@@ -155,9 +155,29 @@ def node_pid_dir() -> Path:
 # --- what is left on the machine ---------------------------------------------------------
 
 
+def _process_group(pid: int) -> int | None:
+    try:
+        # The command name in field 2 is parenthesised and may hold spaces.
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _recorded_processes() -> list[PidRecord]:
+    """The node's servers, from their pid files, and what they forked into their own
+    process group under the same command line (socat's connections): those outlive a
+    SIGKILLed parent."""
     records = [PidRecord.load(path) for path in sorted(node_pid_dir().glob("*.pid"))]
-    return [record for record in records if record is not None and record.alive()]
+    leaders = {record.pid: record.cmdline for record in records if record is not None}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            group = _process_group(pid)
+            if group in leaders and cmdline(pid) == leaders[group]:
+                found.append(PidRecord(pid, leaders[group]))
+    return found
 
 
 def _pids_where(predicate: Any) -> list[int]:

@@ -8,8 +8,11 @@ port -> forwarder -> 127.0.0.1:apiserver port; likewise Temporal's fixed Cluster
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -136,6 +139,15 @@ class Forwarder(Server):
             ports=[self.port],
             host=NODE_IP,
         )
+
+    def stop(self, timeout: float = 5.0) -> None:
+        # Each connection is a forked child in the forwarder's process group (its own
+        # session), which SIGTERM to the parent leaves running.
+        group = self.proc.pid if self.proc is not None else None
+        super().stop(timeout)
+        if group is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
 
 
 def in_cluster_services(temporal_port: int) -> str:
