@@ -405,8 +405,8 @@ def test_a_second_stack_is_refused_a_node(stack: LocalStack, tmp_path: Path) -> 
 
 
 @pytest.mark.cluster
-def test_cronjob_controller_makes_jobs_and_pods_and_gc_removes_them(
-    api: client.ApiClient, cronjob: TickingCronJob
+def test_cronjob_jobs_run_on_the_node_and_gc_removes_them(
+    stack: LocalStack, api: client.ApiClient, cronjob: TickingCronJob
 ) -> None:
     batch = client.BatchV1Api(api)
     core = client.CoreV1Api(api)
@@ -446,6 +446,11 @@ def test_cronjob_controller_makes_jobs_and_pods_and_gc_removes_them(
         ),
         60,
     )
+    logs = subprocess.run(
+        [str(stack.kubectl), f"--kubeconfig={stack.kubeconfig}", "logs", "-n", ns,
+         f"job/{job.metadata.name}"], capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert logs.stdout == "tick\n", logs.stderr
 
     job_uids = {job.metadata.uid for job in jobs()}
     batch.delete_namespaced_cron_job(cronjob.name, ns, propagation_policy="Background")
