@@ -15,21 +15,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root
+## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root, once;
+## skipped with SUNDIAL_NODE=0 (a stack without a node)
 node-packages:
-	hack/install-node-packages.sh
+	@if [ "$${SUNDIAL_NODE:-1}" != 0 ]; then hack/install-node-packages.sh; fi
 
 binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then hack/install-node-packages.sh && SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
+	@if [ "$(CLUSTER)" = local ]; then $(MAKE) --no-print-directory binaries; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
-## make stack: only the local Kubernetes + Temporal stack, in the foreground
+## make stack: only the local Kubernetes (with its node) + Temporal stack, in the foreground
 stack: $(VENV)/.installed binaries
-	$(PY) hack/localstack.py up
+	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
 test: $(VENV)/.installed binaries lint

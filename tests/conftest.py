@@ -2,14 +2,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from localstack import LocalStack
+from localstack import LocalStack, host
 
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[LocalStack]:
-    """One real etcd + kube-apiserver + kube-controller-manager + Temporal per test run."""
+    """One real cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a
+    node: containerd, kubelet, kube-proxy) + Temporal per test run."""
     with LocalStack() as local_stack:
         yield local_stack
+    if local_stack.with_node:
+        # A clean stop leaves nothing of the node on the machine.
+        assert host.leftovers(local_stack.node.host_before) == []
 
 
 # ---- the operator under test -------------------------------------------------------
