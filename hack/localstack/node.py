@@ -22,7 +22,7 @@ from .runtime import Containerd, archive_reference
 
 IMAGES_SCRIPT = REPO / "hack" / "images.py"
 # Imported at every start; pause is the sandbox image, the others are for Pods.
-IMAGE_NAMES = ("pause", "busybox")
+IMAGE_NAMES = ("pause", "busybox", "python-base", "example-service")
 
 
 def build_images(names: tuple[str, ...]) -> dict[str, Path]:
