@@ -87,5 +87,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.failed and "stack" in getattr(item, "fixturenames", ()):
-        stack: LocalStack = item._request.getfixturevalue("stack")  # type: ignore[attr-defined]
+        try:
+            stack: LocalStack = item._request.getfixturevalue("stack")  # type: ignore[attr-defined]
+        except Exception as error:  # the stack itself did not start: its error is the report
+            report.sections.append(("local stack", f"did not start: {error}"))
+            return
         report.sections.append(("local stack", f"server and operator logs: {stack.log_dir}/*.log"))
