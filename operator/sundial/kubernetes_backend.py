@@ -102,14 +102,7 @@ class KubernetesBackend:
                                          "resourceVersion": live["metadata"]["resourceVersion"]}}
             )  # fmt: skip
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"adopting the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise _write_refused(error, "adopting") from None
         self._applied.remember(key, adopted, adopted)
         log.info("adopted CronJob %s/%s", *key)
         await self.events.record(
@@ -213,14 +206,7 @@ class KubernetesBackend:
         try:
             await self.kube.apply_cronjob(desired, dry_run=True)
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"checking the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise _write_refused(error, "checking") from None
 
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
@@ -253,14 +239,7 @@ class KubernetesBackend:
         try:
             live = await self.kube.apply_cronjob(desired)
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"writing the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise _write_refused(error, "writing") from None
         log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
         return live
 
@@ -298,6 +277,16 @@ class KubernetesBackend:
             failed_history_limit=sj.spec.failed_runs_history_limit,
             ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
         )
+
+
+def _write_refused(error: ApiException, doing: str) -> SpecProblem | Retry:
+    """What a refused CronJob write means: the object itself is invalid (only a spec
+    change helps), or it is refused or failed for now (retried, with the reason)."""
+    if is_invalid(error):
+        return SpecProblem(
+            "InvalidJobTemplate", f"the apiserver rejected the CronJob: {api_error_message(error)}"
+        )
+    return Retry(f"{doing} the CronJob: {api_error_message(error)}", refusal_reason(error))
 
 
 def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:
