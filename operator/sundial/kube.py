@@ -177,10 +177,23 @@ class KubeClient:
             if not is_not_found(error):
                 raise
 
+    async def read_scheduledjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                name, _preload_content=False,
+            )  # fmt: skip
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return _json(response)
+
     async def patch_scheduledjob_status(
         self, namespace: str, name: str, status_patch: dict[str, Any]
-    ) -> None:
-        await asyncio.to_thread(
+    ) -> dict[str, Any]:
+        """Returns the object as written (its resourceVersion orders the cache after it)."""
+        response = await asyncio.to_thread(
             self._custom.patch_namespaced_custom_object_status,
             GROUP,
             VERSION,
@@ -191,6 +204,7 @@ class KubeClient:
             _content_type="application/merge-patch+json",
             _preload_content=False,
         )
+        return _json(response)
 
     async def patch_scheduledjob_metadata(
         self, namespace: str, name: str, metadata_patch: dict[str, Any]

@@ -27,6 +27,7 @@ from sundial.missed import (
     timetable_hash,
 )
 from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
+from sundial.ownwrites import OwnWrites
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.watchcache import job_record
 from sundial.workqueue import Retry
@@ -35,36 +36,21 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _LastApply:
-    version_before: str | None
-    body: dict[str, Any]
-    cache_caught_up: bool = False
-
-
-@dataclass
 class KubernetesBackend:
     kube: KubeClient
     cache: Cache
     events: EventRecorder
-    # Each CronJob as Sundial's last apply returned it, with the resourceVersion seen
-    # before that apply. Until the watch cache moves past that version, a pass reads this
-    # instead of writing again; and since the apiserver canonicalises some values
-    # (quantities), a live CronJob of the same spec hash and generation is in step.
-    _applied: dict[Key, _LastApply] = field(default_factory=dict)
+    # Each CronJob as Sundial's last write returned it: read instead of the cache until the
+    # cache shows that write (ownwrites.py); and since the apiserver canonicalises some
+    # values (quantities), a live CronJob of the same spec hash and generation is in step.
+    _applied: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
 
     def forget(self, key: Key) -> None:
-        self._applied.pop(key, None)
+        self._applied.forget(key)
 
     def _live(self, key: Key) -> dict[str, Any] | None:
-        cached = self.cache.cronjob(key)
-        applied = self._applied.get(key)
-        if applied is None or applied.cache_caught_up:
-            return cached
-        cached_version = cached["metadata"].get("resourceVersion") if cached else None
-        if cached_version == applied.version_before:
-            return applied.body
-        applied.cache_caught_up = True  # from now on the cache is the truth
-        return cached
+        applied = self._applied.read(key, self.cache.cronjob_version(key))
+        return applied if applied is not None else self.cache.cronjob(key)
 
     async def reconcile(
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
@@ -73,9 +59,8 @@ class KubernetesBackend:
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
         live = await self._owned_or_adopted(key, sj, desired, now)
         if live is None or not self._in_step(key, desired, live):
-            before = live["metadata"].get("resourceVersion") if live else None
             live = await self._apply(desired)
-            self._applied[key] = _LastApply(before, live)
+            self._applied.remember(key, live, live)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         outcome = await self._judge(key, sj, live, table, now, notes)
         if not judged_before_change:
@@ -117,15 +102,8 @@ class KubernetesBackend:
                                          "resourceVersion": live["metadata"]["resourceVersion"]}}
             )  # fmt: skip
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"adopting the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
-        self._applied[key] = _LastApply(live["metadata"].get("resourceVersion"), adopted)
+            raise _write_refused(error, "adopting") from None
+        self._applied.remember(key, adopted, adopted)
         log.info("adopted CronJob %s/%s", *key)
         await self.events.record(
             sj, "Normal", "Adopted",
@@ -228,23 +206,17 @@ class KubernetesBackend:
         try:
             await self.kube.apply_cronjob(desired, dry_run=True)
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"checking the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise _write_refused(error, "checking") from None
 
     async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
         running now is allowed to finish; without an owner, only a TTL removes the Jobs
         afterwards, so those that have none get the default one first."""
-        if not self.in_place(key, sj):
-            return
-        cronjob = self._live(key)
-        assert cronjob is not None
+        # Sundial's own write counts even before the cache has seen it: never both active.
+        cronjob = self._live(key) if self.in_place(key, sj) else None
+        self.forget(key)  # whatever happens next, what was applied is no longer in force
+        if cronjob is None:
+            return  # none, one being deleted (inert), or not this object's to delete
         template = cronjob["spec"]["jobTemplate"].get("spec", {})
         if template.get("ttlSecondsAfterFinished") is None:
             for name in self.cache.job_names(key):
@@ -267,14 +239,7 @@ class KubernetesBackend:
         try:
             live = await self.kube.apply_cronjob(desired)
         except ApiException as error:
-            if is_invalid(error):
-                raise SpecProblem(
-                    "InvalidJobTemplate",
-                    f"the apiserver rejected the CronJob: {api_error_message(error)}",
-                ) from None
-            raise Retry(
-                f"writing the CronJob: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise _write_refused(error, "writing") from None
         log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
         return live
 
@@ -283,10 +248,10 @@ class KubernetesBackend:
             return False
         if cj.spec_in_step(desired, live):
             return True
-        applied = self._applied.get(key)
+        applied = self._applied.last(key)
         if applied is None:
             return False
-        written = applied.body["metadata"]
+        written = applied["metadata"]
         same_spec: bool = (
             desired["metadata"]["annotations"][cj.SPEC_HASH_ANNOTATION]
             == written["annotations"][cj.SPEC_HASH_ANNOTATION]
@@ -312,6 +277,16 @@ class KubernetesBackend:
             failed_history_limit=sj.spec.failed_runs_history_limit,
             ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
         )
+
+
+def _write_refused(error: ApiException, doing: str) -> SpecProblem | Retry:
+    """What a refused CronJob write means: the object itself is invalid (only a spec
+    change helps), or it is refused or failed for now (retried, with the reason)."""
+    if is_invalid(error):
+        return SpecProblem(
+            "InvalidJobTemplate", f"the apiserver rejected the CronJob: {api_error_message(error)}"
+        )
+    return Retry(f"{doing} the CronJob: {api_error_message(error)}", refusal_reason(error))
 
 
 def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:

@@ -24,6 +24,7 @@ from sundial.kube import ApiException, KubeClient, api_error_message, is_not_fou
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus
+from sundial.ownwrites import OwnWrites
 from sundial.schedule import ScheduleError, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
@@ -38,6 +39,10 @@ RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
 }
 
 
+class _Gone(Exception):
+    """The cached ScheduledJob is not (or no longer) the one on the server."""
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
@@ -47,18 +52,17 @@ class Reconciler:
     kubernetes: KubernetesBackend
     temporal: TemporalBackend
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    # The status last written for each object (by uid). Sundial is the only writer of
-    # status, so this is the current status even while the watch cache still holds an
-    # older one; a pass that read the older one would judge the same slots again and
-    # count them twice in Events and metrics.
-    _written_status: dict[Key, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # The status last written for each object, read instead of the cached one until the
+    # cache shows that write (ownwrites.py): a pass that read the older one would judge
+    # the same slots again and count them twice in Events and metrics.
+    _written_status: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
 
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
         body = self._with_own_status(key, self.cache.scheduledjob(key))
         if body is None:
-            self._written_status.pop(key, None)
+            self._written_status.forget(key)
             self.kubernetes.forget(key)
             self.events.forget(*key)
             self.metrics.forget(key)
@@ -79,6 +83,9 @@ class Reconciler:
         #    retiring the other one first: never both active at once.
         try:
             outcome = await self._bring_in_step(key, sj, now)
+        except _Gone:
+            log.info("%s/%s is gone from the server; nothing is made for it", *key)
+            return 0.0
         except (ScheduleError, SpecProblem) as problem:
             return await self._report_problem(key, sj, body, problem, now)
         except Retry as retry:
@@ -125,21 +132,25 @@ class Reconciler:
         return min(wakes, default=None)
 
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
-        written = self._written_status.get(key)
-        if body is None or written is None:
-            return body
-        uid, document = written
-        if body["metadata"].get("uid") != uid:
-            del self._written_status[key]  # deleted and created again under the same name
-            return body
-        return {**body, "status": document}
+        if body is None:
+            return None
+        # A deleted and re-created object has a later resourceVersion: the cache wins.
+        written = self._written_status.read(key, self.cache.scheduledjob_version(key))
+        return body if written is None else {**body, "status": written}
 
     async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
         table = timetable(sj.spec)
         # A switch retires the old backend only once the new one has accepted the object,
         # so a refusal leaves the old one running (status: Switching True, Ready False).
         if sj.spec.backend == "temporal":
+            # Before the finalizer and the first create of a schedule: a schedule made for
+            # a ghost would outlive it, with no finalizer left to delete it.
+            confirmed = TEMPORAL_FINALIZER not in sj.metadata.finalizers
+            if confirmed:
+                await self._confirm_exists(key, sj)
             prepared = await self.temporal.prepare(sj)
+            if prepared.description is None and not confirmed:
+                await self._confirm_exists(key, sj)
             if self.kubernetes.in_place(key, sj):
                 prepared = await self.temporal.stand_by(sj, prepared, now)
                 await self.kubernetes.retire(key, sj, now)
@@ -149,7 +160,26 @@ class Reconciler:
         if TEMPORAL_FINALIZER in sj.metadata.finalizers:
             await self.kubernetes.check_accepted(key, sj, now)
             await self.temporal.retire(sj, now)
+        if self.cache.cronjob(key) is None:
+            await self._confirm_exists(key, sj)
         return await self.kubernetes.reconcile(key, sj, table, now)
+
+    async def _confirm_exists(self, key: Key, sj: ScheduledJob) -> None:
+        """A GET before a backend object is first made: the cache may hold an object
+        deleted meanwhile (a watch event not yet seen). What the GET finds goes into the
+        cache (ordered by resourceVersion, like any update); unless it is this object,
+        alive, the pass stops (`_Gone`) and the next one works from the updated cache."""
+        try:
+            found = await self.kube.read_scheduledjob(*key)
+        except ApiException as error:
+            raise Retry(f"reading the ScheduledJob: {api_error_message(error)}") from None
+        if found is None:
+            self.cache.remove_scheduledjob(key, sj.metadata.resource_version)
+            raise _Gone
+        self.cache.put_scheduledjob(found)
+        meta = found.get("metadata") or {}
+        if meta.get("uid") != sj.metadata.uid or meta.get("deletionTimestamp"):
+            raise _Gone
 
     async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
@@ -212,7 +242,7 @@ class Reconciler:
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
         try:
-            await self.kube.patch_scheduledjob_status(
+            written = await self.kube.patch_scheduledjob_status(
                 sj.metadata.namespace, sj.metadata.name, patch
             )
         except ApiException as error:
@@ -220,7 +250,7 @@ class Reconciler:
                 return  # deleted meanwhile
             raise Retry(f"writing status: {api_error_message(error)}") from None
         key = (sj.metadata.namespace, sj.metadata.name)
-        self._written_status[key] = (sj.metadata.uid, st.status_document(new))
+        self._written_status.remember(key, written, st.status_document(new))
         self._settle_accounting(key, new)
 
     def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:

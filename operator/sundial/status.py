@@ -307,7 +307,33 @@ def status_document(status: ScheduledJobStatus) -> dict[str, Any]:
 
 
 def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch turning `old` into `new` at the top level (nulls remove keys)."""
-    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
-    patch.update({k: None for k in old if k not in new})
+    """The JSON merge patch (RFC 7386) that turns `old` into exactly `new`, at every depth.
+
+    The server merges nested objects rather than replacing them, so a key gone from a nested
+    object (backendRef.scheduleId after temporal -> kubernetes) needs its explicit null, or
+    it stays. Lists are replaced whole, as merge patch does."""
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if value is None:
+            if key in old:
+                patch[key] = None
+        elif isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif isinstance(value, dict):
+            # Replacing a non-object: the server merges into {}, so nulls inside are dropped.
+            patch[key] = _without_nulls(value)
+        elif before != value or key not in old:
+            patch[key] = value
+    patch.update({key: None for key in old if key not in new})
     return patch
+
+
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: _without_nulls(v) if isinstance(v, dict) else v
+        for k, v in value.items()
+        if v is not None
+    }

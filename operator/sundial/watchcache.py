@@ -7,6 +7,11 @@ ScheduledJobs took over ten minutes on two cores). So the cache is filled here: 
 paginated LIST per resource at start-up, before any reconcile runs, then kopf's watch events.
 A periodic re-list drops what a watch can miss, an object deleted between the start-up LIST
 and the watch's own listing, as client-go's informers do.
+
+Updates are ordered by resourceVersion: a listed item older than what a watch event already
+put is ignored, and a deleted object leaves a tombstone (its resourceVersion) until a
+re-list that began after the deletion, so a LIST served from before a deletion cannot bring
+the object back.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from sundial.status import parse_time
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
 SEEN_SLOTS_KEPT = timedelta(days=2)
+# Deletions remembered per resource until a re-list that began after them; beyond this many
+# (a mass deletion within one re-list period) the oldest go, and the cache is as before.
+MAX_TOMBSTONES = 10_000
 
 
 def job_record(job: dict[str, Any]) -> JobRecord | None:
@@ -78,26 +86,76 @@ def object_key(obj: dict[str, Any]) -> Key:
     return (meta.get("namespace", ""), meta["name"])
 
 
+def resource_version(obj: dict[str, Any]) -> int | None:
+    """The object's resourceVersion as a number, None when absent or not one. Kubernetes
+    calls it opaque, but etcd-backed servers give one increasing revision per write, and
+    ordering by it is what keeps an older listing from undoing a newer watch event."""
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(version) if version is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 @dataclass
 class _Entries:
-    """One resource's objects by key, and when each was last heard of (monotonic)."""
+    """One resource's objects by key, the resourceVersion each was put with, when each was
+    last heard of (monotonic), and the recently deleted ones (tombstones: resourceVersion
+    of the deletion, monotonic time) so that a listing older than a deletion cannot bring
+    the object back."""
 
     objects: dict[Any, dict[str, Any]] = field(default_factory=dict)
     heard: dict[Any, float] = field(default_factory=dict)
+    versions: dict[Any, int] = field(default_factory=dict)
+    tombstones: dict[Any, tuple[int, float]] = field(default_factory=dict)
 
-    def put(self, key: Any, obj: dict[str, Any]) -> None:
+    def is_stale(self, key: Any, version: int | None) -> bool:
+        """An update older than what is held, or than the object's deletion."""
+        if version is None:
+            return False
+        held = self.versions.get(key)
+        if held is not None and version < held:
+            return True
+        tombstone = self.tombstones.get(key)
+        return tombstone is not None and version <= tombstone[0]
+
+    def version(self, key: Any) -> int | None:
+        """The resourceVersion of what is known of the key: the object, or its deletion."""
+        held = self.versions.get(key)
+        if held is not None:
+            return held
+        tombstone = self.tombstones.get(key)
+        return tombstone[0] if tombstone is not None else None
+
+    def put(self, key: Any, obj: dict[str, Any], version: int | None) -> None:
         self.objects[key] = obj
         self.heard[key] = time.monotonic()
+        self.tombstones.pop(key, None)
+        if version is None:
+            self.versions.pop(key, None)
+        else:
+            self.versions[key] = version
 
-    def remove(self, key: Any) -> None:
+    def remove(self, key: Any, version: int | None = None) -> None:
         self.objects.pop(key, None)
         self.heard.pop(key, None)
+        held = self.versions.pop(key, None)
+        if version is None:
+            version = held
+        if version is not None:
+            self.tombstones.pop(key, None)  # re-inserted: the newest deletions are last
+            self.tombstones[key] = (version, time.monotonic())
+            while len(self.tombstones) > MAX_TOMBSTONES:
+                del self.tombstones[next(iter(self.tombstones))]
 
     def prune(self, listed: set[Any], list_started: float) -> list[Any]:
-        """Drop what a full listing lacks and no event has mentioned since it began."""
+        """Drop what a full listing lacks and no event has mentioned since it began; and
+        the tombstones of deletions before it began, which that listing already reflects."""
         gone = [k for k in self.objects if k not in listed and self.heard[k] < list_started]
         for key in gone:
             self.remove(key)
+        for key in [k for k, (_, at) in self.tombstones.items() if at < list_started]:
+            del self.tombstones[key]
         return gone
 
 
@@ -114,25 +172,33 @@ class WatchCache:
 
     # ---- fed by list and watch -------------------------------------------------------
 
+    # Every put is ordered by resourceVersion: one older than what is held (a listing that
+    # began before a watch event) or than a deletion (an object deleted during the LIST)
+    # is ignored.
+
     def put_scheduledjob(self, obj: dict[str, Any]) -> Key:
         key = object_key(obj)
-        self._scheduledjobs.put(key, obj)
+        version = resource_version(obj)
+        if not self._scheduledjobs.is_stale(key, version):
+            self._scheduledjobs.put(key, obj, version)
         return key
 
-    def remove_scheduledjob(self, key: Key) -> None:
-        self._scheduledjobs.remove(key)
+    def remove_scheduledjob(self, key: Key, resource_version: str | None = None) -> None:
+        """`resource_version`: the deleted object's last one (the DELETED event's)."""
+        self._scheduledjobs.remove(key, _number(resource_version))
         self._seen.pop(key, None)
 
     def put_cronjob(self, obj: dict[str, Any]) -> Key | None:
         owner = owner_key(obj)
-        if owner is not None:
-            self._cronjobs.put(owner, obj)
+        version = resource_version(obj)
+        if owner is not None and not self._cronjobs.is_stale(owner, version):
+            self._cronjobs.put(owner, obj, version)
         return owner
 
     def remove_cronjob(self, obj: dict[str, Any]) -> Key | None:
         owner = owner_key(obj)
         if owner is not None:
-            self._cronjobs.remove(owner)
+            self._cronjobs.remove(owner, resource_version(obj))
         return owner
 
     def put_job(self, obj: dict[str, Any]) -> Key | None:
@@ -141,7 +207,10 @@ class WatchCache:
         if owner is None or record is None:
             return owner
         job = object_key(obj)
-        self._jobs.put(job, {"owner": owner, "record": record})
+        version = resource_version(obj)
+        if self._jobs.is_stale(job, version):
+            return owner
+        self._jobs.put(job, {"owner": owner, "record": record}, version)
         self._jobs_by_owner[owner].add(job)
         self._remember_slot(owner, record.scheduled_time)
         return owner
@@ -149,7 +218,7 @@ class WatchCache:
     def remove_job(self, obj: dict[str, Any]) -> Key | None:
         job = object_key(obj)
         entry = self._jobs.objects.get(job)
-        self._jobs.remove(job)
+        self._jobs.remove(job, resource_version(obj))
         if entry is not None:
             self._jobs_by_owner[entry["owner"]].discard(job)
         return owner_key(obj)
@@ -185,6 +254,12 @@ class WatchCache:
     def cronjob(self, key: Key) -> dict[str, Any] | None:
         return self._cronjobs.objects.get(key)
 
+    def scheduledjob_version(self, key: Key) -> int | None:
+        return self._scheduledjobs.version(key)
+
+    def cronjob_version(self, key: Key) -> int | None:
+        return self._cronjobs.version(key)
+
     def jobs(self, key: Key) -> list[JobRecord]:
         return [self._jobs.objects[job]["record"] for job in self._jobs_by_owner.get(key, ())]
 
@@ -197,3 +272,10 @@ class WatchCache:
 
     def scheduledjob_keys(self) -> list[Key]:
         return list(self._scheduledjobs.objects)
+
+    def tombstone_count(self) -> int:
+        return sum(len(e.tombstones) for e in (self._scheduledjobs, self._cronjobs, self._jobs))
+
+
+def _number(version: str | None) -> int | None:
+    return resource_version({"metadata": {"resourceVersion": version}})

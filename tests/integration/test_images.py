@@ -107,7 +107,7 @@ def test_the_example_service_image_runs_the_job_cron_job_names(tmp_path: Path) -
     """Uses the real cache (python-base is kept there); rebuilds only example-service."""
     var_lib_containers = Path("/var/lib/containers").exists()
     network_before = network_state()
-    archive = images.build_one("example-service", rebuild=True)
+    archive = images.ensure("example-service", rebuild=True)
     assert network_state() == network_before
     assert Path("/var/lib/containers").exists() == var_lib_containers
 
@@ -124,7 +124,7 @@ def test_the_example_service_image_runs_the_job_cron_job_names(tmp_path: Path) -
         name = container.stdout.strip()
         inspected = json.loads(run("inspect", name).stdout)
         entrypoint = inspected["OCIv1"]["config"]["Entrypoint"]
-        assert entrypoint == ["python3", "-m", "example_service"]
+        assert entrypoint == ["python3", "-m", "service"]
         outcomes = {}
         for job in ("hello", "fail", "nope"):
             done = run(
@@ -133,7 +133,8 @@ def test_the_example_service_image_runs_the_job_cron_job_names(tmp_path: Path) -
                 "--env=MODE=cron", f"--env=CRON_JOB={job}", name, "--", *entrypoint,
             )  # fmt: skip
             outcomes[job] = (done.returncode, done.stdout)
-        assert outcomes["hello"] == (0, "hello from the example service's job 'hello'\n")
+        assert outcomes["hello"][0] == 0
+        assert "hello job ran" in outcomes["hello"][1]
         assert outcomes["fail"][0] == 1
         assert outcomes["nope"][0] == 2
     finally:

@@ -4,7 +4,7 @@ stack: the controller manager and the operator are stopped and started.
 One timeline serves every case, so the waits run concurrently: about eight minutes of
 minute-aligned slots instead of eight minutes per case.
 
-    M1            every job runs once (a test kubelet completes the pods, except `stuck`'s)
+    M1            every job runs once on the real node (busybox `exit 0`; `stuck` sleeps)
     M2            the controller is down from M2-5s to M2+25s: every job runs late
     M3            all run; `dropped` and `deadline` are created before it
     M4 M5 M6      the controller and the operator are down; the operator comes back at
@@ -14,14 +14,11 @@ minute-aligned slots instead of eight minutes per case.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
 from localstack import LocalStack
 from support import Kubectl, OperatorProcess, eventually, sample, scrape
@@ -32,9 +29,11 @@ NAMESPACE = "missed-runs-k8s"
 STUCK = "stuck"
 
 
-def scheduledjob(name: str, **spec: Any) -> dict[str, Any]:
+def scheduledjob(name: str, image: str, **spec: Any) -> dict[str, Any]:
     spec.setdefault("schedule", "* * * * *")
-    spec.setdefault("job", {"image": "registry.example/app:1", "ttlSecondsAfterFinished": 3600})
+    # Every job exits at once, but `stuck`'s, which outlives the whole timeline.
+    command = ["sleep", "3600"] if name == STUCK else ["sh", "-c", "exit 0"]
+    spec.setdefault("job", {"image": image, "command": command, "ttlSecondsAfterFinished": 3600})
     return {
         "apiVersion": "sundial.dev/v1alpha1",
         "kind": "ScheduledJob",
@@ -53,67 +52,6 @@ def next_minute(after: datetime) -> datetime:
     return after.replace(second=0, microsecond=0) + timedelta(minutes=1)
 
 
-class FakeKubelet:
-    """Completes the Pods of every Job in the namespace but `stuck`'s, as a kubelet would
-    once the container exits 0 (there is no kubelet in the local stack)."""
-
-    def __init__(self, api: client.CoreV1Api) -> None:
-        self.api = api
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stopping.wait(1.0):
-            try:
-                pods = self.api.list_namespaced_pod(
-                    NAMESPACE, label_selector=f"sundial.dev/scheduledjob!={STUCK}"
-                )
-                for pod in pods.items:
-                    if pod.status.phase in ("Pending", "Running"):
-                        self._succeed(pod)
-            except Exception as error:
-                print(f"fake kubelet: {error}")
-
-    def _succeed(self, pod: Any) -> None:
-        now = datetime.now(UTC).isoformat()
-        container = pod.spec.containers[0].name
-        self.api.patch_namespaced_pod_status(
-            pod.metadata.name,
-            NAMESPACE,
-            {
-                "status": {
-                    "phase": "Succeeded",
-                    "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
-                    "containerStatuses": [
-                        {
-                            "name": container,
-                            "image": pod.spec.containers[0].image,
-                            "imageID": "",
-                            "ready": False,
-                            "restartCount": 0,
-                            "state": {
-                                "terminated": {
-                                    "exitCode": 0,
-                                    "reason": "Completed",
-                                    "startedAt": now,
-                                    "finishedAt": now,
-                                }
-                            },
-                        }
-                    ],
-                }
-            },
-        )
-
-    def __enter__(self) -> FakeKubelet:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=10)
-
-
 def status(kubectl: Kubectl, name: str) -> dict[str, Any]:
     sj = kubectl.get("scheduledjob", name, NAMESPACE)
     assert sj is not None, name
@@ -130,96 +68,92 @@ def iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-@pytest.fixture(scope="module")
-def core_api(stack: LocalStack) -> Iterator[client.CoreV1Api]:
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(stack.kubeconfig), client_configuration=configuration)
-    with client.ApiClient(configuration) as api_client:
-        yield client.CoreV1Api(api_client)
-
-
 @pytest.mark.timeout(900)  # one eight-minute timeline of real slots
 def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
-    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, core_api: client.CoreV1Api
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess
 ) -> None:
+    busybox = stack.images["busybox"]
+
+    def sj(name: str, **spec: Any) -> dict[str, Any]:
+        return scheduledjob(name, busybox, **spec)
+
     kubectl.run("create", "namespace", NAMESPACE)
     now = datetime.now(UTC)
     m1 = next_minute(now if now.second < 40 else now + timedelta(minutes=1))
     m2, m3, m4, m5, m6, m7 = (m1 + timedelta(minutes=i) for i in range(1, 7))
 
-    with FakeKubelet(core_api):
-        kubectl.apply(scheduledjob("healthy"))
-        kubectl.apply(scheduledjob("late", startingDeadlineSeconds=60))
-        kubectl.apply(scheduledjob(STUCK, concurrencyPolicy="Forbid"))
-        kubectl.apply(scheduledjob("paused", suspend=True))
+    kubectl.apply(sj("healthy"))
+    kubectl.apply(sj("late", startingDeadlineSeconds=60))
+    kubectl.apply(sj(STUCK, concurrencyPolicy="Forbid"))
+    kubectl.apply(sj("paused", suspend=True))
 
-        # M2: the controller is down across the slot; it starts it late, within deadlines.
-        wait_until(m2 - timedelta(seconds=5))
-        stack.stop_controller_manager()
-        wait_until(m2 + timedelta(seconds=25))
+    # M2: the controller is down across the slot; it starts it late, within deadlines.
+    wait_until(m2 - timedelta(seconds=5))
+    stack.stop_controller_manager()
+    wait_until(m2 + timedelta(seconds=25))
+    stack.start_controller_manager()
+    wait_until(m2 + timedelta(seconds=30))
+    kubectl.apply(sj("dropped"))
+    kubectl.apply(sj("deadline", startingDeadlineSeconds=15))
+
+    # By M3+20s everything before M3 is certain: healthy and late missed nothing.
+    wait_until(m3 + timedelta(seconds=20))
+    for name in ("healthy", "late"):
+        current = status(kubectl, name)
+        assert current.get("missedRuns", 0) == 0, (name, current)
+        assert current.get("skippedRuns", 0) == 0, (name, current)
+        assert current["lastScheduleTime"] == iso(m3), (name, current)
+        conditions = {c["type"]: c for c in current["conditions"]}
+        assert conditions["RunsMissed"]["status"] == "False", (name, conditions)
+    stuck = eventually(lambda: status(kubectl, STUCK).get("skippedRuns"), timeout=30,
+                       what="stuck: a slot skipped while its Job runs")  # fmt: skip
+    assert stuck >= 1
+    assert (iso(m2), "OverlapSkipped") in misses(kubectl, STUCK)
+
+    # M4-M6: the controller and the operator are down.
+    wait_until(m3 + timedelta(seconds=25))
+    operator.stop()
+    stack.stop_controller_manager()
+    try:
+        wait_until(m6 + timedelta(seconds=20))
+        operator.start()
+        # The operator judges what passed while it was away.
+        eventually(
+            lambda: (iso(m5), "ControllerDown") in misses(kubectl, "dropped"),
+            timeout=60,
+            what="dropped: M4 and M5 found after the operator's restart",
+        )
+        eventually(
+            lambda: (iso(m6), "DeadlineExceeded") in misses(kubectl, "deadline"),
+            timeout=60,
+            what="deadline: M4-M6 found after the operator's restart",
+        )
+    finally:
+        wait_until(m6 + timedelta(seconds=40))
         stack.start_controller_manager()
-        wait_until(m2 + timedelta(seconds=30))
-        kubectl.apply(scheduledjob("dropped"))
-        kubectl.apply(scheduledjob("deadline", startingDeadlineSeconds=15))
 
-        # By M3+20s everything before M3 is certain: healthy and late missed nothing.
-        wait_until(m3 + timedelta(seconds=20))
-        for name in ("healthy", "late"):
-            current = status(kubectl, name)
-            assert current.get("missedRuns", 0) == 0, (name, current)
-            assert current.get("skippedRuns", 0) == 0, (name, current)
-            assert current["lastScheduleTime"] == iso(m3), (name, current)
-            conditions = {c["type"]: c for c in current["conditions"]}
-            assert conditions["RunsMissed"]["status"] == "False", (name, conditions)
-        stuck = eventually(lambda: status(kubectl, STUCK).get("skippedRuns"), timeout=30,
-                           what="stuck: a slot skipped while its Job runs")  # fmt: skip
-        assert stuck >= 1
-        assert (iso(m2), "OverlapSkipped") in misses(kubectl, STUCK)
+    # The controller starts only `dropped`'s most recent slot, M6; M7 runs on time.
+    wait_until(m7 + timedelta(seconds=20))
+    dropped = status(kubectl, "dropped")
+    assert dropped["missedRuns"] == 2, dropped
+    assert misses(kubectl, "dropped") == [(iso(m4), "ControllerDown"),
+                                          (iso(m5), "ControllerDown")]  # fmt: skip
+    assert dropped["lastMissedTime"] == iso(m5)
+    conditions = {c["type"]: c for c in dropped["conditions"]}
+    assert conditions["RunsMissed"]["status"] == "False", "M7 ran on time"
+    assert conditions["Ready"]["status"] == "True", "a miss does not make it unready"
 
-        # M4-M6: the controller and the operator are down.
-        wait_until(m3 + timedelta(seconds=25))
-        operator.stop()
-        stack.stop_controller_manager()
-        try:
-            wait_until(m6 + timedelta(seconds=20))
-            operator.start()
-            # The operator judges what passed while it was away.
-            eventually(
-                lambda: (iso(m5), "ControllerDown") in misses(kubectl, "dropped"),
-                timeout=60,
-                what="dropped: M4 and M5 found after the operator's restart",
-            )
-            eventually(
-                lambda: (iso(m6), "DeadlineExceeded") in misses(kubectl, "deadline"),
-                timeout=60,
-                what="deadline: M4-M6 found after the operator's restart",
-            )
-        finally:
-            wait_until(m6 + timedelta(seconds=40))
-            stack.start_controller_manager()
+    deadline = status(kubectl, "deadline")
+    assert deadline["missedRuns"] == 3, deadline
+    assert misses(kubectl, "deadline") == [(iso(m), "DeadlineExceeded") for m in (m4, m5, m6)]
 
-        # The controller starts only `dropped`'s most recent slot, M6; M7 runs on time.
-        wait_until(m7 + timedelta(seconds=20))
-        dropped = status(kubectl, "dropped")
-        assert dropped["missedRuns"] == 2, dropped
-        assert misses(kubectl, "dropped") == [(iso(m4), "ControllerDown"),
-                                              (iso(m5), "ControllerDown")]  # fmt: skip
-        assert dropped["lastMissedTime"] == iso(m5)
-        conditions = {c["type"]: c for c in dropped["conditions"]}
-        assert conditions["RunsMissed"]["status"] == "False", "M7 ran on time"
-        assert conditions["Ready"]["status"] == "True", "a miss does not make it unready"
+    paused = status(kubectl, "paused")
+    assert paused.get("missedRuns", 0) == 0, paused
+    assert paused.get("skippedRuns", 0) == 0, paused
 
-        deadline = status(kubectl, "deadline")
-        assert deadline["missedRuns"] == 3, deadline
-        assert misses(kubectl, "deadline") == [(iso(m), "DeadlineExceeded") for m in (m4, m5, m6)]
-
-        paused = status(kubectl, "paused")
-        assert paused.get("missedRuns", 0) == 0, paused
-        assert paused.get("skippedRuns", 0) == 0, paused
-
-        stuck_status = status(kubectl, STUCK)
-        assert stuck_status.get("missedRuns", 0) == 0, stuck_status
-        assert stuck_status["skippedRuns"] >= 4, stuck_status
+    stuck_status = status(kubectl, STUCK)
+    assert stuck_status.get("missedRuns", 0) == 0, stuck_status
+    assert stuck_status["skippedRuns"] >= 4, stuck_status
 
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in kubectl.events(NAMESPACE)}
     assert ("dropped", "RunMissed") in reasons

@@ -352,9 +352,15 @@ def test_switching_backends_keeps_one_resource(
         assert any(f"switched to backend {backend}" in e["message"] for e in events)
 
     switch_to("temporal", (False, True))
+    on_temporal = kubectl.get("scheduledjob", "switch", namespace)["status"]  # type: ignore[index]
+    assert on_temporal["backendRef"]["scheduleId"] == schedule_id(namespace, "switch")
     switch_to("kubernetes", (True, False))
     sj = kubectl.get("scheduledjob", "switch", namespace)
     assert sj is not None
+    # The server holds what was computed: a merge patch merges nested objects, so the
+    # Temporal-only keys need removing explicitly.
+    assert sj["status"]["backendRef"] == {"kind": "CronJob", "name": "switch",
+                                          "namespace": namespace}  # fmt: skip
     assert "sundial.dev/temporal-schedule" not in sj["metadata"].get("finalizers", [])
 
 
@@ -431,4 +437,36 @@ def test_bad_temporal_input_is_reported_and_isolated(
         assert "secret-value" not in condition["message"]
     eventually(lambda: ready(kubectl, "neighbour", namespace), what="neighbour unaffected")
     assert kubectl.events(namespace, reason="SecretNotFound", type="Warning")
+    operator.assert_alive()
+
+
+def test_switching_away_and_back_at_once_leaves_a_cronjob(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Issue 14.4: kubernetes -> temporal -> kubernetes faster than the watch delivers the
+    CronJob's events; what Sundial applied is not remembered past its retire."""
+    manifest = scheduledjob(
+        "flip", namespace, backend="kubernetes", schedule="*/5 * * * *",
+        job={"image": "registry.example/app:1"},
+    )  # fmt: skip
+    manifest["spec"].pop("interval", None)
+    for backend in ("kubernetes", "temporal", "kubernetes"):
+        manifest["spec"]["backend"] = backend
+        kubectl.apply(manifest)
+
+    def settled() -> bool:
+        cronjob = kubectl.get("cronjob", "flip", namespace)
+        sj = kubectl.get("scheduledjob", "flip", namespace) or {}
+        status = sj.get("status") or {}
+        return (
+            cronjob is not None
+            and "deletionTimestamp" not in cronjob["metadata"]
+            and status.get("backend") == "kubernetes"
+            and status.get("observedGeneration") == sj["metadata"]["generation"]
+            and describe(temporal, namespace, "flip") is None
+            and ready(kubectl, "flip", namespace) is not None
+        )
+
+    eventually(settled, what="a live CronJob, no schedule, Ready on kubernetes")
+    consistently(lambda: kubectl.get("cronjob", "flip", namespace) is not None, duration=5)
     operator.assert_alive()

@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sundial.watchcache import WatchCache, job_record
+from sundial.watchcache import MAX_TOMBSTONES, WatchCache, job_record
 
 OWNER = ("shop", "invoices")
 LABELS = {"sundial.dev/scheduledjob": "invoices", "app.kubernetes.io/managed-by": "sundial"}
@@ -97,3 +97,74 @@ def test_without_the_annotation_the_slot_comes_from_the_controllers_job_name() -
     manual = job("invoices-12345", None)
     manual["metadata"]["ownerReferences"] = [{"kind": "CronJob", "name": "invoices", "uid": "u"}]
     assert job_record(manual) is None
+
+
+# ---- ordering by resourceVersion (issue 14.19) -----------------------------------------
+
+
+def sj(name: str, version: str, uid: str = "u1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "shop", "uid": uid,
+                         "resourceVersion": version}}  # fmt: skip
+
+
+def test_a_relist_does_not_bring_back_an_object_deleted_during_the_list() -> None:
+    cache = WatchCache()
+    cache.put_scheduledjob(sj("invoices", "5"))
+    started = time.monotonic()  # the re-list's LIST begins, its snapshot still holds rv 5
+    cache.remove_scheduledjob(("shop", "invoices"), resource_version="7")  # watch: DELETED
+    cache.put_scheduledjob(sj("invoices", "5"))  # the LIST's item arrives after
+    cache.prune("scheduledjobs", {("shop", "invoices")}, started)
+    assert cache.scheduledjob(("shop", "invoices")) is None
+    assert cache.scheduledjob_keys() == []
+
+
+def test_listed_items_older_than_what_the_watch_applied_are_ignored() -> None:
+    cache = WatchCache()
+    newer = sj("invoices", "12")
+    cache.put_scheduledjob(newer)  # watch
+    cache.put_scheduledjob(sj("invoices", "9"))  # a LIST that started earlier
+    assert cache.scheduledjob(("shop", "invoices")) is newer
+
+
+def test_an_object_created_again_after_its_deletion_is_taken() -> None:
+    cache = WatchCache()
+    cache.put_scheduledjob(sj("invoices", "5"))
+    cache.remove_scheduledjob(("shop", "invoices"), resource_version="7")
+    again = sj("invoices", "9", uid="u2")
+    cache.put_scheduledjob(again)
+    assert cache.scheduledjob(("shop", "invoices")) is again
+
+
+def test_tombstones_go_after_a_relist_that_started_after_the_deletion() -> None:
+    cache = WatchCache()
+    cache.remove_scheduledjob(("shop", "invoices"), resource_version="7")
+    started = time.monotonic()
+    cache.prune("scheduledjobs", set(), started)
+    assert cache.tombstone_count() == 0
+
+
+def test_tombstones_are_bounded() -> None:
+    cache = WatchCache()
+    for i in range(MAX_TOMBSTONES + 50):
+        cache.remove_scheduledjob(("shop", f"sj-{i}"), resource_version=str(i + 1))
+    assert cache.tombstone_count() == MAX_TOMBSTONES
+    # the newest deletions are the ones kept
+    cache.put_scheduledjob(sj(f"sj-{MAX_TOMBSTONES + 49}", "3"))
+    assert cache.scheduledjob(("shop", f"sj-{MAX_TOMBSTONES + 49}")) is None
+
+
+def test_deleted_cronjobs_and_jobs_are_not_brought_back_by_an_older_listing() -> None:
+    cache = WatchCache()
+    cronjob = {"metadata": {"name": "invoices", "namespace": "shop", "labels": LABELS,
+                            "resourceVersion": "20"}}  # fmt: skip
+    cache.put_cronjob(cronjob)
+    cache.remove_cronjob({**cronjob, "metadata": {**cronjob["metadata"], "resourceVersion": "21"}})
+    cache.put_cronjob(cronjob)
+    assert cache.cronjob(OWNER) is None
+
+    made = job("invoices-1", "2026-12-02T10:01:00Z")
+    made["metadata"]["resourceVersion"] = "30"
+    cache.put_job(made)
+    cache.remove_job({**made, "metadata": {**made["metadata"], "resourceVersion": "31"}})
+    cache.put_job(made)
+    assert cache.jobs(OWNER) == []

@@ -1,0 +1,1 @@
+"""A sample service following the convention Sundial's `job.cronJob` shorthand assumes."""

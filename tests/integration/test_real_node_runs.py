@@ -1,0 +1,120 @@
+"""What only a real node shows (issue 13): Replace kills a running Job, TTL removes finished
+Jobs, a Forbid job that really outlives its interval, activeDeadlineSeconds. One timeline of
+minute slots serves all four, so their waits overlap; Sundial must report no false miss."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from localstack import LocalStack
+from support import Kubectl, OperatorProcess, eventually
+
+pytestmark = pytest.mark.cluster
+
+ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def wait_until(moment: datetime) -> None:
+    delay = (moment - datetime.now(UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, Any]]:
+    listed = kubectl.run("get", "jobs", "-n", namespace, "-l", f"sundial.dev/scheduledjob={owner}",
+                         "-o", "json")  # fmt: skip
+    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    return items
+
+
+def status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
+    sj = kubectl.get("scheduledjob", name, namespace)
+    assert sj is not None
+    result: dict[str, Any] = sj.get("status", {})
+    return result
+
+
+@pytest.mark.timeout(600)
+def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+
+    def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
+        kubectl.apply({
+            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedule": "* * * * *", "job": job, **spec},
+        })  # fmt: skip
+
+    now = datetime.now(UTC)
+    m1 = now.replace(second=0, microsecond=0) + timedelta(minutes=1 if now.second < 40 else 2)
+    apply("replaced", {"image": busybox, "command": ["sleep", "90"]}, concurrencyPolicy="Replace")
+    apply("ttl", {"image": busybox, "command": ["sh", "-c", "exit 0"],
+                  "ttlSecondsAfterFinished": 5})  # fmt: skip
+    # Runs 75 s: longer than the interval, so the slots it covers are skipped (or start late).
+    apply("forbid", {"image": busybox, "command": ["sleep", "75"], "ttlSecondsAfterFinished": 3600},
+          concurrencyPolicy="Forbid")  # fmt: skip
+    apply("deadline", {"template": {"spec": {
+        "activeDeadlineSeconds": 5, "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "job", "image": busybox, "command": ["sleep", "60"]}]}},
+    }}})  # fmt: skip
+
+    # Replace: at M2 the controller kills M1's Job (still sleeping) and starts M2's.
+    wait_until(m1 + timedelta(minutes=1, seconds=25))
+    replaced = {parse(j["metadata"]["annotations"][ANNOTATION]) for j in
+                jobs(kubectl, namespace, "replaced")}  # fmt: skip
+    assert m1 not in replaced, "Replace deleted the running Job of M1"
+    assert m1 + timedelta(minutes=1) in replaced
+
+    # activeDeadlineSeconds: M1's Job is killed after 5 s and fails with DeadlineExceeded.
+    failed = [
+        c for j in jobs(kubectl, namespace, "deadline")
+        for c in j.get("status", {}).get("conditions", [])
+        if c["type"] == "Failed" and c["status"] == "True"
+    ]  # fmt: skip
+    assert any(c["reason"] == "DeadlineExceeded" for c in failed), failed
+
+    # By M4+20s every slot up to M3 is certain (the next slot has passed).
+    m3 = m1 + timedelta(minutes=2)
+    wait_until(m3 + timedelta(minutes=1, seconds=20))
+    for name in ("replaced", "ttl", "deadline"):
+        current = eventually(
+            lambda n=name: (s := status(kubectl, n, namespace)).get("runAccounting", {})
+            .get("accountedUntil") and parse(s["runAccounting"]["accountedUntil"]) >= m3 and s,
+            timeout=60, what=f"{name} judged up to M3",
+        )  # fmt: skip
+        assert current.get("missedRuns", 0) == 0, (name, current)
+        assert current.get("skippedRuns", 0) == 0, (name, current)
+        assert current.get("recentMissedRuns", []) == [], (name, current)
+    # TTL really removed the finished Jobs of M1 and M2.
+    left = {
+        parse(j["metadata"]["annotations"][ANNOTATION]) for j in jobs(kubectl, namespace, "ttl")
+    }
+    assert m1 not in left, left
+    assert m1 + timedelta(minutes=1) not in left, left
+
+    # Forbid: exactly the slots that a real run covered and that got no Job of their own.
+    forbid_jobs = jobs(kubectl, namespace, "forbid")
+    started = {parse(j["metadata"]["annotations"][ANNOTATION]) for j in forbid_jobs}
+    spans = [(parse(j["status"]["startTime"]),
+              parse(j["status"].get("completionTime") or "2999-01-01T00:00:00Z"))
+             for j in forbid_jobs if j.get("status", {}).get("startTime")]  # fmt: skip
+    slots = [m1 + timedelta(minutes=i) for i in range(3)]
+    covered = {s for s in slots if s not in started and any(a <= s < b for a, b in spans)}
+    assert covered, f"a 75 s run covers a later slot: {spans}"
+    current = status(kubectl, "forbid", namespace)
+    skipped = {parse(r["scheduledTime"]) for r in current.get("recentMissedRuns", [])
+               if r["reason"] == "OverlapSkipped" and parse(r["scheduledTime"]) <= m3}  # fmt: skip
+    assert skipped == covered, (skipped, covered, spans)
+    assert current.get("missedRuns", 0) == 0, current

@@ -1,0 +1,119 @@
+"""Issue 14.4: read-your-writes. What Sundial wrote is read instead of the watch cache only
+until the cache shows that write (or later); a retire or a deletion drops the memory."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from sundial.kubernetes_backend import KubernetesBackend
+from sundial.models import ScheduledJob
+from sundial.ownwrites import OwnWrites
+from sundial.schedule import timetable
+from sundial.watchcache import WatchCache
+
+NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)
+KEY = ("shop", "invoices")
+SJ = ScheduledJob.model_validate(
+    {
+        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1", "generation": 1},
+        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
+    }
+)
+
+
+class Server:
+    """CronJobs as the apiserver holds them, and the watch events it has yet to deliver."""
+
+    def __init__(self) -> None:
+        self.cronjobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.version = 100
+        self.writes = 0
+
+    def _next(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version),
+                                    "generation": 1}}  # fmt: skip
+
+    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self.writes += 1
+        live = self._next(manifest)
+        self.cronjobs[KEY] = live
+        self.pending.append(("ADDED", live))
+        return live
+
+    async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.cronjobs.get((namespace, name))
+
+    async def delete_cronjob(self, namespace: str, name: str, *, propagation: str) -> None:
+        live = self.cronjobs.pop((namespace, name), None)
+        if live is not None:
+            self.pending.append(("DELETED", self._next(live)))
+
+    async def list_all(self, *_: object) -> list[dict[str, Any]]:
+        return []
+
+    async def cronjob_event_messages(self, *_: object) -> list[str]:
+        return []
+
+    def deliver(self, cache: WatchCache) -> None:
+        for type_, obj in self.pending:
+            (cache.remove_cronjob if type_ == "DELETED" else cache.put_cronjob)(obj)
+        self.pending.clear()
+
+
+class NoEvents:
+    async def record(self, *_: object, **__: object) -> None:
+        pass
+
+
+def test_switch_away_and_back_before_the_watch_catches_up_still_leaves_a_cronjob() -> None:
+    server, cache = Server(), WatchCache()
+    backend = KubernetesBackend(kube=server, cache=cache, events=NoEvents())  # type: ignore[arg-type]
+    table = timetable(SJ.spec)
+
+    async def scenario() -> None:
+        await backend.reconcile(KEY, SJ, table, NOW)  # created; its event not seen yet
+        assert KEY in server.cronjobs
+        await backend.retire(KEY, SJ, NOW)  # switched to temporal
+        # Never both active: the CronJob Sundial just wrote goes even though the cache
+        # has not seen it yet.
+        assert KEY not in server.cronjobs
+        server.deliver(cache)
+        await backend.retire(KEY, SJ, NOW)
+        server.deliver(cache)
+        await backend.reconcile(KEY, SJ, table, NOW)  # switched back, same spec
+
+    asyncio.run(scenario())
+    assert KEY in server.cronjobs, "switched back to kubernetes but no CronJob was written"
+    assert server.writes == 2
+
+
+def test_a_cronjob_deleted_by_hand_is_made_again_once_the_deletion_is_seen() -> None:
+    server, cache = Server(), WatchCache()
+    backend = KubernetesBackend(kube=server, cache=cache, events=NoEvents())  # type: ignore[arg-type]
+    table = timetable(SJ.spec)
+
+    async def scenario() -> None:
+        await backend.reconcile(KEY, SJ, table, NOW)
+        await server.delete_cronjob(*KEY, propagation="Orphan")  # by hand, before the ADDED
+        server.deliver(cache)
+        await backend.reconcile(KEY, SJ, table, NOW)
+
+    asyncio.run(scenario())
+    assert KEY in server.cronjobs
+    assert server.writes == 2
+
+
+def test_the_write_is_read_until_the_cache_shows_its_version_or_a_later_one() -> None:
+    writes: OwnWrites[str] = OwnWrites()
+    writes.remember(KEY, {"metadata": {"resourceVersion": "10"}}, "written")
+    assert writes.read(KEY, None) == "written"  # not in the cache yet
+    assert writes.read(KEY, 9) == "written"  # the cache still holds the version before
+    assert writes.read(KEY, 10) is None  # caught up: the cache is the truth from now on
+    assert writes.read(KEY, 9) is None
+    writes.remember(KEY, {"metadata": {"resourceVersion": "12"}}, "again")
+    writes.forget(KEY)
+    assert writes.read(KEY, None) is None
