@@ -94,6 +94,9 @@ def cache_dir() -> Path:
 def run(argv: Sequence[str | Path], *, log: Path | None = None, cwd: Path | None = None) -> str:
     """Runs one build step and returns its stdout, or, with ``log``, appends all output there."""
     args = [str(arg) for arg in argv]
+    if shutil.which(args[0]) is None:
+        hint = "hack/install-node-packages.sh installs the build tools; Go: hack/build-binaries.sh"
+        raise BuildError(f"{args[0]} not found ({hint})")
     if log is None:
         done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
         output, errors = done.stdout, done.stderr
@@ -148,6 +151,8 @@ def busybox_binary() -> Path:
 
 
 def busybox_inputs() -> list[str]:
+    if not busybox_binary().is_file():
+        raise BuildError("no /bin/busybox: hack/install-node-packages.sh installs busybox-static")
     return [f"busybox {file_digest(busybox_binary())}", BUSYBOX_PASSWD, BUSYBOX_GROUP]
 
 
