@@ -61,9 +61,11 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
     apply("replaced", {"image": busybox, "command": ["sleep", "90"]}, concurrencyPolicy="Replace")
     apply("ttl", {"image": busybox, "command": ["sh", "-c", "exit 0"],
                   "ttlSecondsAfterFinished": 5})  # fmt: skip
-    # Runs 75 s: longer than the interval, so the slots it covers are skipped (or start late).
-    apply("forbid", {"image": busybox, "command": ["sleep", "75"], "ttlSecondsAfterFinished": 3600},
-          concurrencyPolicy="Forbid")  # fmt: skip
+    # Runs 85 s, past the next slot and past that slot's 15 s starting deadline: the
+    # controller can neither start the next slot on time nor late, so it is skipped.
+    # (Without a deadline it would start late, once the run ends.)
+    apply("forbid", {"image": busybox, "command": ["sleep", "85"], "ttlSecondsAfterFinished": 3600},
+          concurrencyPolicy="Forbid", startingDeadlineSeconds=15)  # fmt: skip
     apply("deadline", {"template": {"spec": {
         "activeDeadlineSeconds": 5, "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
         "template": {"spec": {"restartPolicy": "Never", "containers": [
@@ -112,7 +114,7 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
              for j in forbid_jobs if j.get("status", {}).get("startTime")]  # fmt: skip
     slots = [m1 + timedelta(minutes=i) for i in range(3)]
     covered = {s for s in slots if s not in started and any(a <= s < b for a, b in spans)}
-    assert covered, f"a 75 s run covers a later slot: {spans}"
+    assert covered, f"an 85 s run covers a later slot: {spans}"
     current = status(kubectl, "forbid", namespace)
     skipped = {parse(r["scheduledTime"]) for r in current.get("recentMissedRuns", [])
                if r["reason"] == "OverlapSkipped" and parse(r["scheduledTime"]) <= m3}  # fmt: skip
