@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests")]
 
 from localstack import LocalStack, Ports  # noqa: E402
-from support import CRD_FILE, Kubectl, OperatorProcess, free_port, sample, scrape  # noqa: E402
+from localstack.sundial_setup import (  # noqa: E402
+    CLUSTER_RESOURCE_NAMESPACE,
+    default_connection_manifest,
+)
+from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, free_port, sample, scrape  # noqa: E402
 
 NAMESPACE = "bench"
 
@@ -115,8 +119,9 @@ def main() -> None:
     ports = Ports(etcd=free_port(), apiserver=free_port(), kcm=free_port(), temporal=free_port())
     with LocalStack(REPO / ".stack-bench", ports) as stack:
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
-        kubectl.run("apply", "--server-side", "-f", str(CRD_FILE))
-        kubectl.run("wait", "--for=condition=Established", "crd/scheduledjobs.sundial.dev")
+        kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
+        kubectl.run("wait", "--for=condition=Established", *CRD_NAMES)
+        kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
         kubectl.run("create", "namespace", NAMESPACE)
         for backend, count in (("kubernetes", args.kubernetes), ("temporal", args.temporal)):
             if count:
@@ -125,7 +130,7 @@ def main() -> None:
         env = {
             **os.environ,
             **stack.env(),
-            "SUNDIAL_TEMPORAL_ADDRESS": stack.temporal_address,
+            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
             "SUNDIAL_METRICS_PORT": str(free_port()),
             "SUNDIAL_HEALTH_PORT": str(free_port()),
             "SUNDIAL_LOG_LEVEL": "WARNING",

@@ -3,7 +3,8 @@
     python hack/run.py --cluster local      # build/reuse the real servers, start them
     python hack/run.py --cluster existing   # your current kubeconfig context
 
-Installs the CRD, applies manifests/samples/ (and, on the local stack's node, a `hello`
+Installs the CRDs (locally also the default ClusterTemporalConnection, to the stack's
+Temporal), applies manifests/samples/ (and, on the local stack's node, a `hello`
 ScheduledJob that really runs), prints how to reach everything, then runs
 `python -m sundial` until Ctrl-C, which stops the operator and (local) the stack.
 """
@@ -20,8 +21,13 @@ from pathlib import Path
 
 from localstack import LocalStack
 from localstack.cli import source_line
+from localstack.sundial_setup import default_connection_manifest
 
 REPO = Path(__file__).resolve().parent.parent
+CRDS = [
+    f"crd/{plural}.sundial.dev"
+    for plural in ("scheduledjobs", "temporalconnections", "clustertemporalconnections")
+]
 
 
 def kubectl_for_existing_cluster() -> str:
@@ -40,7 +46,7 @@ def install(kubectl: str, env: dict[str, str]) -> None:
         subprocess.run([kubectl, *args], check=True, env=env)
 
     run("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    run("wait", "--for=condition=Established", "--timeout=60s", "crd/scheduledjobs.sundial.dev")
+    run("wait", "--for=condition=Established", "--timeout=60s", *CRDS)
     run("apply", "-f", str(REPO / "manifests" / "samples"))
 
 
@@ -95,8 +101,14 @@ def main() -> int:
 
     with LocalStack() as stack:
         env = {**os.environ, **stack.env()}
-        env.setdefault("SUNDIAL_TEMPORAL_ADDRESS", stack.temporal_address)
         install(str(stack.kubectl), env)
+        subprocess.run(
+            [str(stack.kubectl), "apply", "-f", "-"],
+            input=default_connection_manifest(stack.temporal_address),
+            text=True,
+            check=True,
+            env=env,
+        )
         if stack.with_node:
             subprocess.run(
                 [str(stack.kubectl), "apply", "-f", "-"],

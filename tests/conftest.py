@@ -18,7 +18,11 @@ def stack() -> Iterator[LocalStack]:
 
 # ---- the operator under test -------------------------------------------------------
 
-from support import CRD_FILE, Kubectl, OperatorProcess, eventually, free_port  # noqa: E402
+from localstack.sundial_setup import (  # noqa: E402
+    CLUSTER_RESOURCE_NAMESPACE,
+    default_connection_manifest,
+)
+from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, eventually, free_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,11 +31,11 @@ def kubectl(stack: LocalStack) -> Kubectl:
 
 
 @pytest.fixture(scope="session")
-def crd_installed(kubectl: Kubectl) -> None:
-    kubectl.run("apply", "--server-side", "-f", str(CRD_FILE))
-    kubectl.run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/scheduledjobs.sundial.dev"
-    )
+def crd_installed(kubectl: Kubectl, stack: LocalStack) -> None:
+    """The CRDs, and the operator's default ClusterTemporalConnection to the dev server."""
+    kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
+    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
+    kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +47,8 @@ def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess
             "SUNDIAL_HEALTH_PORT": str(free_port()),
             "SUNDIAL_METRICS_PORT": str(free_port()),
             "SUNDIAL_LOG_LEVEL": "DEBUG",
-            "SUNDIAL_TEMPORAL_ADDRESS": stack.temporal_address,
+            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
+            "SUNDIAL_CONNECTION_REFRESH_SECONDS": "3",
             "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",
         },
         stack.log_dir / "operator.log",

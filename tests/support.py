@@ -25,7 +25,11 @@ from temporalio.worker import Worker
 from temporal_workflows import TASK_QUEUE, Sleep, Tick
 
 REPO = Path(__file__).resolve().parent.parent
-CRD_FILE = REPO / "crds" / "scheduledjobs.sundial.dev.yaml"
+CRD_DIR = REPO / "crds"
+CRD_NAMES = [
+    f"crd/{plural}.sundial.dev"
+    for plural in ("scheduledjobs", "temporalconnections", "clustertemporalconnections")
+]
 T = TypeVar("T")
 
 # Deadlines hold on a loaded 2-core machine; the happy path returns in a second or two.
@@ -226,3 +230,12 @@ class TemporalSide:
         self.worker_task.cancel()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+
+
+def temporal_connection(name: str, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A TemporalConnection in `namespace`, or a ClusterTemporalConnection without one."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    kind = "TemporalConnection" if namespace is not None else "ClusterTemporalConnection"
+    return {"apiVersion": "sundial.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}

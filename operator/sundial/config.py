@@ -20,15 +20,30 @@ class OperatorConfig(BaseModel):
     log_level: str = "INFO"
     health_port: int = Field(default=8080, description="/healthz for the liveness probe.")
     metrics_port: int = Field(default=9090, ge=0, description="/metrics; 0 turns it off.")
-    temporal_address: str = Field(default="localhost:7233", description="Temporal frontend.")
-    temporal_namespace: str = "default"
-    temporal_tls_cert_file: str | None = Field(default=None, description="Client certificate.")
-    temporal_tls_key_file: str | None = Field(default=None, description="Client private key.")
-    temporal_tls_ca_file: str | None = Field(default=None, description="Server CA bundle.")
-    temporal_api_key_file: str | None = Field(
-        default=None, description="File holding an API key (a mounted Secret)."
+    default_connection: str = Field(
+        default="default",
+        description="The ClusterTemporalConnection a ScheduledJob without "
+        "spec.temporalConnectionRef uses.",
+        min_length=1,
     )
-    temporal_api_key: str | None = Field(default=None, description="API key (prefer the file).")
+    cluster_resource_namespace: str = Field(
+        default="sundial-system",
+        description="Where the Secrets of ClusterTemporalConnections live (the operator's "
+        "own namespace, as cert-manager's cluster resource namespace).",
+        min_length=1,
+    )
+    connection_refresh_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="How long a connection and its Secrets are used before they are read "
+        "again: a rotated Secret is in use within this time, without a restart.",
+    )
+    temporal_connections_per_address: int = Field(
+        default=0,
+        ge=0,
+        description="Passes in flight against one Temporal connection at once; 0: half the "
+        "workers, so one slow or unreachable Temporal never holds them all.",
+    )
     schedule_id_prefix: str = Field(
         default="sundial/",
         description="Prefix of every Temporal schedule id; give each cluster its own when "

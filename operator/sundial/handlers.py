@@ -23,6 +23,7 @@ import kopf
 
 from sundial.backend import Key
 from sundial.config import OperatorConfig
+from sundial.connections import ConnectionResolver
 from sundial.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
@@ -30,7 +31,7 @@ from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.models import GROUP, PLURAL, VERSION
 from sundial.reconcile import Reconciler
-from sundial.temporal import RequestBudget, Temporal, default_connection
+from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend
 from sundial.watchcache import WatchCache, object_key
 from sundial.workqueue import WorkQueue
@@ -139,6 +140,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     budget = RequestBudget(
         config.temporal_requests_per_second, on_request=metrics.temporal_requests.inc
     )
+    per_address = config.temporal_connections_per_address or max(1, config.workers // 2)
+    temporal = Temporal(budget, per_address=per_address)
+    connections = ConnectionResolver(
+        kube,
+        default_connection=config.default_connection,
+        cluster_resource_namespace=config.cluster_resource_namespace,
+        refresh_seconds=config.connection_refresh_seconds,
+        on_replaced=temporal.forget,
+    )
     reconciler = Reconciler(
         kube=kube,
         cache=cache,
@@ -147,10 +157,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
         temporal=TemporalBackend(
             kube=kube,
-            temporal=Temporal(budget),
+            temporal=temporal,
             events=events,
             config=config,
-            default_connection=default_connection(config),
+            connections=connections,
         ),
     )
     memo.tasks = [

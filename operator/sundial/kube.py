@@ -220,6 +220,32 @@ class KubeClient:
             _content_type="application/merge-patch+json",
         )
 
+    async def read_sundial_object(
+        self, plural: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """A sundial.dev object (a connection) by name; cluster-scoped without namespace."""
+        try:
+            if namespace is None:
+                response = await asyncio.to_thread(
+                    self._custom.get_cluster_custom_object, GROUP, VERSION, plural, name,
+                    _preload_content=False,
+                )  # fmt: skip
+            else:
+                response = await asyncio.to_thread(
+                    self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                    plural, name, _preload_content=False,
+                )  # fmt: skip
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return _json(response)
+
+    async def namespace_labels(self, name: str) -> dict[str, str]:
+        response = await asyncio.to_thread(self._core.read_namespace, name, _preload_content=False)
+        labels: dict[str, str] = (_json(response).get("metadata") or {}).get("labels") or {}
+        return labels
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         response = await asyncio.to_thread(
             self._core.read_namespaced_secret, name, namespace, _preload_content=False

@@ -205,23 +205,18 @@ class WorkflowSpec(ApiModel):
     memo: dict[str, Any] | None = _preserve_unknown("Memo attached to each workflow run.")
 
 
-class SecretKeyRef(ApiModel):
-    name: str = Field(description="Secret in the ScheduledJob's namespace.", min_length=1)
-    key: str | None = Field(default=None, description="Key within the Secret.")
+ConnectionKind = Literal["TemporalConnection", "ClusterTemporalConnection"]
 
 
-class TemporalConnection(ApiModel):
-    """Overrides the operator's default Temporal connection for this ScheduledJob."""
+class ConnectionRef(ApiModel):
+    """Which connection (connection_models.py) a temporal-backed ScheduledJob uses."""
 
-    address: str | None = Field(default=None, description="host:port of the Temporal frontend.")
-    namespace: str | None = Field(default=None, description="Temporal namespace.")
-    tls_secret_ref: SecretKeyRef | None = Field(
-        default=None,
-        description="Secret with tls.crt, tls.key and optionally ca.crt for mutual TLS.",
+    kind: ConnectionKind = Field(
+        default="TemporalConnection",
+        description="TemporalConnection (in the ScheduledJob's namespace) or "
+        "ClusterTemporalConnection (if its namespaceSelector admits this namespace).",
     )
-    api_key_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="Secret holding an API key (key default: apiKey)."
-    )
+    name: str = Field(description="The connection's name.", min_length=1, max_length=253)
 
 
 _TEMPORAL_ONLY_RULES: list[JsonValue] = [
@@ -327,8 +322,11 @@ class ScheduledJobSpec(ApiModel):
     workflow: WorkflowSpec | None = Field(
         default=None, description="What runs on the temporal backend."
     )
-    temporal: TemporalConnection | None = Field(
-        default=None, description="Per-object Temporal connection (temporal backend)."
+    temporal_connection_ref: ConnectionRef | None = Field(
+        default=None,
+        description="The TemporalConnection or ClusterTemporalConnection the schedule is "
+        "made over (temporal backend). Default: the operator's default "
+        "ClusterTemporalConnection (SUNDIAL_DEFAULT_CONNECTION).",
     )
 
     model_config = ConfigDict(
@@ -386,6 +384,12 @@ class BackendRef(ApiModel):
         default=None, description="Kubernetes namespace, or the Temporal namespace."
     )
     schedule_id: str | None = Field(default=None, description="The Temporal schedule id.")
+    address: str | None = Field(
+        default=None, description="The Temporal frontend the schedule was made at."
+    )
+    connection: ConnectionRef | None = Field(
+        default=None, description="The connection the schedule was made over."
+    )
 
 
 MissReason = Literal[

@@ -148,7 +148,7 @@ class Reconciler:
             confirmed = TEMPORAL_FINALIZER not in sj.metadata.finalizers
             if confirmed:
                 await self._confirm_exists(key, sj)
-            prepared = await self.temporal.prepare(sj)
+            prepared = await self.temporal.prepare(sj, now)
             if prepared.description is None and not confirmed:
                 await self._confirm_exists(key, sj)
             if self.kubernetes.in_place(key, sj):
@@ -185,7 +185,7 @@ class Reconciler:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             return
         try:
-            await self.temporal.finalize(sj)
+            await self.temporal.finalize(sj, now)
         except TemporalUnavailable as error:
             message = f"cannot delete the Temporal schedule yet, retrying: {error}"
             await self._report(sj, body, "BackendUnavailable", message, now)
@@ -195,8 +195,8 @@ class Reconciler:
             raise Retry(problem.message, problem.reason) from None
         except TemporalRejected as error:
             message = f"cannot delete the Temporal schedule, retrying: {error}"
-            await self._report(sj, body, "TemporalRejected", message, now)
-            raise Retry(message, "TemporalRejected") from None
+            await self._report(sj, body, error.reason, message, now)
+            raise Retry(message, error.reason) from None
 
     # ---- what the pass tells people --------------------------------------------------
 

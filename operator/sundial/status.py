@@ -255,8 +255,7 @@ def temporal_status(
     description: ScheduleDescription,
     judgement: Judgement,
     *,
-    namespace: str,
-    schedule_id: str,
+    ref: BackendRef,
     spec_hash: str,
     fingerprint: str,
     now: datetime,
@@ -289,9 +288,7 @@ def temporal_status(
         judgement=judgement,
         now=now,
         waiting_for=waiting_for,
-        backend_ref=BackendRef(
-            kind="TemporalSchedule", namespace=namespace, schedule_id=schedule_id
-        ),
+        backend_ref=ref,
         last_schedule_time=max(scheduled) if scheduled else None,
         active=len(info.running_actions),
         next_run_times=[] if state.paused else list(info.next_action_times[:NEXT_RUN_COUNT]),

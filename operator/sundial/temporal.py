@@ -23,7 +23,6 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
-from sundial.config import OperatorConfig
 from sundial.workqueue import Retry
 
 RPC_TIMEOUT = timedelta(seconds=10)
@@ -43,12 +42,25 @@ class TemporalUnavailable(Retry):
 
 
 class TemporalRejected(Exception):
-    """Temporal refused the request itself (INVALID_ARGUMENT and the like): a spec problem."""
+    """Temporal refused the request itself (INVALID_ARGUMENT and the like, or the
+    credentials): a spec or connection problem. `reason` is the Ready reason."""
+
+    def __init__(self, message: str, reason: str = "TemporalRejected") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# The credentials were refused: the connection's Secret, not the ScheduledJob, is wrong.
+_REFUSED_CREDENTIALS = {
+    RPCStatusCode.UNAUTHENTICATED: "Unauthenticated",
+    RPCStatusCode.PERMISSION_DENIED: "PermissionDenied",
+}
 
 
 @dataclass(frozen=True)
 class Connection:
-    """Where and how to reach Temporal. Credentials stay out of repr (and so out of logs)."""
+    """Where and how to reach Temporal, as resolved from a connection resource and its
+    Secrets. Credentials stay out of repr (and so out of logs)."""
 
     address: str
     namespace: str
@@ -56,35 +68,15 @@ class Connection:
     client_key: bytes | None = dataclasses.field(default=None, repr=False)
     server_ca: bytes | None = dataclasses.field(default=None, repr=False)
     api_key: str | None = dataclasses.field(default=None, repr=False)
+    tls: bool = False
+    server_name: str | None = None
 
     @property
     def uses_tls(self) -> bool:
-        return bool(self.client_cert or self.server_ca or self.api_key)
+        return self.tls or bool(self.client_cert or self.server_ca or self.api_key)
 
     def describe(self) -> str:
         return f"{self.address} (namespace {self.namespace})"
-
-
-def _read(path: str | None) -> bytes | None:
-    if path is None:
-        return None
-    with open(path, "rb") as file:
-        return file.read()
-
-
-def default_connection(config: OperatorConfig) -> Connection:
-    """The operator-wide connection; credentials come from files (a mounted Secret) or
-    the environment, read once at start-up."""
-    api_key_file = _read(config.temporal_api_key_file)
-    api_key = api_key_file.decode().strip() if api_key_file else config.temporal_api_key
-    return Connection(
-        address=config.temporal_address,
-        namespace=config.temporal_namespace,
-        client_cert=_read(config.temporal_tls_cert_file),
-        client_key=_read(config.temporal_tls_key_file),
-        server_ca=_read(config.temporal_tls_ca_file),
-        api_key=api_key or None,
-    )
 
 
 class RequestBudget:
@@ -130,11 +122,46 @@ def schedule_fingerprint(description: ScheduleDescription) -> str:
     return hashlib.sha256(schedule.SerializeToString(deterministic=True)).hexdigest()[:16]
 
 
+@dataclass
+class _Breaker:
+    """One Temporal address's recent failures: while open, calls fail at once instead of
+    each holding a worker for the connect timeout."""
+
+    failures: int = 0
+    open_until: float = 0.0
+    last_error: str = ""
+
+
+# Backoff of an open breaker: 2 s, doubling per consecutive failure, at most 2 minutes.
+BREAKER_BASE_SECONDS = 2.0
+BREAKER_MAX_SECONDS = 120.0
+
+
 class Temporal:
-    def __init__(self, budget: RequestBudget) -> None:
+    """Isolation per address: at most `per_address` calls in flight to one Temporal
+    address (the rest of the workers stay free for every other backend), and a circuit
+    breaker that makes an unreachable address fail fast until its backoff has passed."""
+
+    def __init__(
+        self,
+        budget: RequestBudget,
+        *,
+        per_address: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.budget = budget
+        self.per_address = per_address
+        self._clock = clock
         self._clients: dict[Connection, Client] = {}
         self._connecting: dict[Connection, asyncio.Lock] = {}
+        self._in_flight: dict[str, asyncio.Semaphore] = {}
+        self._breakers: dict[str, _Breaker] = {}
+
+    def forget(self, connection: Connection) -> None:
+        """Drop the client of a connection no longer in use (its Secret was rotated, or
+        the connection changed): the next call with the new one connects afresh."""
+        self._clients.pop(connection, None)
+        self._connecting.pop(connection, None)
 
     async def client(self, connection: Connection) -> Client:
         if connection in self._clients:
@@ -152,6 +179,7 @@ class Temporal:
                 server_root_ca_cert=connection.server_ca,
                 client_cert=connection.client_cert,
                 client_private_key=connection.client_key,
+                domain=connection.server_name,
             )
         try:
             return await asyncio.wait_for(
@@ -163,29 +191,78 @@ class Temporal:
                 ),
                 CONNECT_TIMEOUT,
             )
-        except (RuntimeError, OSError, TimeoutError, RPCError) as error:
+        except RPCError as error:
+            if error.status in _REFUSED_CREDENTIALS:
+                raise TemporalRejected(
+                    f"Temporal at {connection.describe()} refused the connection's "
+                    f"credentials: {_first_line(error)}",
+                    _REFUSED_CREDENTIALS[error.status],
+                ) from None
             raise TemporalUnavailable(
                 f"cannot connect to Temporal at {connection.describe()}: {_first_line(error)}"
+            ) from None
+        except (RuntimeError, OSError, TimeoutError) as error:
+            text = _first_line(error)
+            if _is_tls_refusal(text):
+                raise TemporalRejected(
+                    f"TLS with Temporal at {connection.describe()} failed: {text}",
+                    "TLSHandshakeFailed",
+                ) from None
+            raise TemporalUnavailable(
+                f"cannot connect to Temporal at {connection.describe()}: {text}"
             ) from None
 
     @asynccontextmanager
     async def _call(self, connection: Connection, what: str) -> AsyncIterator[Client]:
-        client = await self.client(connection)
-        await self.budget.take()
-        try:
-            yield client
-        except RPCError as error:
-            if error.status in _UNAVAILABLE:
-                raise TemporalUnavailable(
-                    f"Temporal at {connection.describe()} is unavailable ({what}): "
-                    f"{_first_line(error)}"
-                ) from None
-            if error.status == RPCStatusCode.NOT_FOUND and what.startswith(("describe", "delete")):
-                raise  # the schedule is not there: the caller decides what that means
-            raise TemporalRejected(f"Temporal refused to {what}: {error.message}") from None
-        except (ValueError, TypeError) as error:
-            # The SDK validates some values itself before sending (retry policies, payloads).
-            raise TemporalRejected(f"cannot {what}: {error}") from None
+        breaker = self._breakers.setdefault(connection.address, _Breaker())
+        wait = breaker.open_until - self._clock()
+        if wait > 0:
+            raise TemporalUnavailable(
+                f"Temporal at {connection.describe()} is unreachable ({breaker.last_error}); "
+                f"not trying again for {wait:.0f}s"
+            )
+        in_flight = self._in_flight.setdefault(
+            connection.address, asyncio.Semaphore(self.per_address)
+        )
+        async with in_flight:
+            try:
+                client = await self.client(connection)
+                await self.budget.take()
+                yield client
+            except TemporalUnavailable as error:
+                self._trip(breaker, str(error))
+                raise
+            except RPCError as error:
+                if error.status in _UNAVAILABLE:
+                    message = (
+                        f"Temporal at {connection.describe()} is unavailable ({what}): "
+                        f"{_first_line(error)}"
+                    )
+                    self._trip(breaker, message)
+                    raise TemporalUnavailable(message) from None
+                breaker.failures, breaker.open_until = 0, 0.0
+                if error.status == RPCStatusCode.NOT_FOUND and what.startswith(
+                    ("describe", "delete")
+                ):
+                    raise  # the schedule is not there: the caller decides what that means
+                if error.status in _REFUSED_CREDENTIALS:
+                    raise TemporalRejected(
+                        f"Temporal refused to {what} with the connection's credentials: "
+                        f"{error.message}",
+                        _REFUSED_CREDENTIALS[error.status],
+                    ) from None
+                raise TemporalRejected(f"Temporal refused to {what}: {error.message}") from None
+            except (ValueError, TypeError) as error:
+                # The SDK validates some values itself before sending (retry policies, payloads).
+                raise TemporalRejected(f"cannot {what}: {error}") from None
+            else:
+                breaker.failures, breaker.open_until = 0, 0.0
+
+    def _trip(self, breaker: _Breaker, message: str) -> None:
+        breaker.failures += 1
+        backoff = min(BREAKER_BASE_SECONDS * 2.0 ** (breaker.failures - 1), BREAKER_MAX_SECONDS)
+        breaker.open_until = self._clock() + backoff
+        breaker.last_error = message.split(": ", 1)[-1][:200]
 
     async def describe(
         self, connection: Connection, schedule_id: str
@@ -243,6 +320,13 @@ class Temporal:
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+
+def _is_tls_refusal(text: str) -> bool:
+    """A connect error that is TLS refusing (a certificate the peer does not trust), not
+    the network: retrying cannot fix it, a corrected Secret can."""
+    lowered = text.lower()
+    return any(word in lowered for word in ("certificate", "tls handshake", "unknownissuer"))
 
 
 def _first_line(error: BaseException) -> str:

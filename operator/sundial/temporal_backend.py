@@ -3,20 +3,19 @@ the schedule along when the ScheduledJob goes, and judges the schedule's slots."
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from temporalio.client import ScheduleDescription, ScheduleState
+from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
 from sundial.config import OperatorConfig
+from sundial.connections import ConnectionResolver
 from sundial.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
+from sundial.kube import ApiException, KubeClient, api_error_message
 from sundial.missed import (
     Judgement,
     TemporalEvidence,
@@ -24,7 +23,7 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import ScheduledJob, TemporalCounters
+from sundial.models import BackendRef, ConnectionRef, ScheduledJob, TemporalCounters
 from sundial.schedule import Timetable, both_days_restricted, parse_duration
 from sundial.temporal import (
     Connection,
@@ -49,8 +48,26 @@ log = logging.getLogger(__name__)
 
 # Held while a Temporal schedule may exist, so deleting the ScheduledJob deletes it too.
 TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
-# Secrets are not watched: a missing one is looked for again this often.
-SECRET_RETRY_SECONDS = 30.0
+# The escape hatch for a schedule Sundial can no longer reach (its Temporal is gone for
+# good, or its connection's Secrets went with a deleted namespace while the operator was
+# down): with this annotation set to "true", the finalizer and a move of the schedule give
+# up on it, with a Warning Event naming what may be left to delete by hand.
+ABANDON_ANNOTATION = "sundial.dev/abandon-schedule"
+
+
+@dataclass(frozen=True)
+class MadeSchedule:
+    """A schedule Sundial may have made for an object: where it is, and over what."""
+
+    ref: ConnectionRef
+    schedule_id: str
+    address: str | None = None  # None: wherever the connection points now
+    namespace: str | None = None
+
+    def describe(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        at = f" at {self.address}" if self.address else ""
+        return f"{self.schedule_id}{where}{at} (over {self.ref.kind} {self.ref.name})"
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,7 @@ class Prepared:
     """Temporal answered for this object: where, and what it holds now (None: nothing)."""
 
     connection: Connection
+    ref: ConnectionRef
     schedule_id: str
     description: ScheduleDescription | None
 
@@ -68,21 +86,27 @@ class TemporalBackend:
     temporal: Temporal
     events: EventRecorder
     config: OperatorConfig
-    default_connection: Connection
+    connections: ConnectionResolver
 
-    async def prepare(self, sj: ScheduledJob) -> Prepared:
-        """Everything that can fail before the kubernetes side is touched: the Secrets,
-        the finalizer, and one answer from Temporal. A switch from kubernetes removes the
-        CronJob only after this, so a bad Secret or an outage never leaves neither."""
-        connection = await self._connection(sj)
-        if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
-            await self._set_finalizer(sj, present=True)
+    async def prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
+        """Everything that can fail before the kubernetes side is touched: the connection
+        and its Secrets, the removal of a schedule made at another place (a changed
+        connection or id prefix), and one answer from Temporal. A switch from kubernetes
+        removes the CronJob only after this, so a bad Secret or an outage never leaves
+        neither, and a move never leaves two."""
+        resolved = await self.connections.resolve(sj)
         identity = schedule_id(self.config.schedule_id_prefix, *_key(sj))
+        desired = MadeSchedule(
+            resolved.ref, identity, resolved.connection.address, resolved.connection.namespace
+        )
+        previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
+        if previous is not None and not _same_place(previous, desired):
+            await self._remove_made(sj, previous, now, moving=True)
         try:
-            description = await self.temporal.describe(connection, identity)
+            description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
-            raise SpecProblem("TemporalRejected", str(error), retry_after=60.0) from None
-        return Prepared(connection, identity, description)
+            raise SpecProblem(error.reason, str(error), retry_after=60.0) from None
+        return Prepared(resolved.connection, resolved.ref, identity, description)
 
     async def reconcile(
         self,
@@ -99,15 +123,20 @@ class TemporalBackend:
         try:
             description, spec_hash = await self._upsert(sj, prepared, now, hold=hold)
         except TemporalRejected as error:
-            raise SpecProblem("TemporalRejected", str(error)) from None
+            raise SpecProblem(error.reason, str(error)) from None
         judgement = self._judge(sj, table, description, now)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
             sj,
             description,
             judgement,
-            namespace=prepared.connection.namespace,
-            schedule_id=prepared.schedule_id,
+            ref=BackendRef(
+                kind="TemporalSchedule",
+                namespace=prepared.connection.namespace,
+                schedule_id=prepared.schedule_id,
+                address=prepared.connection.address,
+                connection=prepared.ref,
+            ),
             spec_hash=spec_hash,
             fingerprint=schedule_fingerprint(description),
             now=now,
@@ -124,12 +153,10 @@ class TemporalBackend:
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         schedule = replace(schedule, state=ScheduleState(paused=True, note=SWITCH_NOTE))
         try:
-            await self.temporal.create(
-                prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
-            )
+            await self._create(sj, prepared, schedule, spec_hash)
         except TemporalRejected as error:
             raise SpecProblem(
-                "TemporalRejected",
+                error.reason,
                 f"{error}; the CronJob keeps running until Temporal accepts the schedule",
             ) from None
         description = await self._describe(prepared.connection, prepared.schedule_id)
@@ -166,30 +193,82 @@ class TemporalBackend:
         """Switching to kubernetes: the schedule goes before the CronJob comes."""
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             return
-        await self.finalize(sj)
+        await self.finalize(sj, now)
         await self.events.record(
             sj, "Normal", "BackendSwitched",
             "switched to backend kubernetes: the Temporal schedule was deleted", now=now,
         )  # fmt: skip
 
-    async def finalize(self, sj: ScheduledJob) -> None:
-        """Delete the schedule, then let go of the object."""
-        ref = sj.status.backend_ref
-        identity = (
-            ref.schedule_id
-            if ref is not None and ref.schedule_id
-            else schedule_id(self.config.schedule_id_prefix, *_key(sj))
-        )
-        connection = await self._connection(sj)
-        description = await self.temporal.describe(connection, identity)
-        if description is not None:
-            if await _made_for(sj, description):
-                await self.temporal.delete(connection, identity)
-                log.info("deleted Temporal schedule %s", identity)
-            else:
-                log.info("left Temporal schedule %s alone: not made for %s/%s", identity,
-                         *_key(sj))  # fmt: skip
+    async def finalize(self, sj: ScheduledJob, now: datetime) -> None:
+        """Delete every schedule Sundial made for the object (where status says it made
+        one, and where it would make one now), then let go of the object."""
+        ref = self.connections.ref_of(sj)
+        current = MadeSchedule(ref, schedule_id(self.config.schedule_id_prefix, *_key(sj)))
+        previous = _previous_schedule(sj.status.backend_ref, ref)
+        for made in [current] if previous is None else [previous, current]:
+            if made is current and previous is not None and _same_place(previous, current):
+                continue
+            await self._remove_made(sj, made, now, moving=False)
         await self._set_finalizer(sj, present=False)
+
+    async def _remove_made(
+        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
+    ) -> None:
+        """Delete one schedule Sundial made for `sj`, over the connection it was made with
+        (as last read, if the connection or its Secrets are gone meanwhile)."""
+        try:
+            resolved = await self.connections.resolve(sj, made.ref, deleting=True)
+            connection = replace(
+                resolved.connection,
+                address=made.address or resolved.connection.address,
+                namespace=made.namespace or resolved.connection.namespace,
+            )
+            description = await self.temporal.describe(connection, made.schedule_id)
+            if description is None:
+                return
+            if not await _made_for(sj, description):
+                log.info("left Temporal schedule %s alone: not made for %s/%s",
+                         made.describe(), *_key(sj))  # fmt: skip
+                return
+            await self.temporal.delete(connection, made.schedule_id)
+        except (SpecProblem, TemporalRejected, TemporalUnavailable) as error:
+            if sj.metadata.annotations.get(ABANDON_ANNOTATION) == "true":
+                await self.events.record(
+                    sj, "Warning", "ScheduleAbandoned",
+                    f"gave up on Temporal schedule {made.describe()} ({ABANDON_ANNOTATION}): "
+                    f"{error}; if it still exists, delete it by hand", now=now,
+                )  # fmt: skip
+                return
+            if isinstance(error, TemporalUnavailable):
+                raise  # transient: retried with backoff, nothing is given up
+            message = error.message if isinstance(error, SpecProblem) else str(error)
+            verb = "moved" if moving else "deleted"
+            raise SpecProblem(
+                "ScheduleUnreachable",
+                f"the Temporal schedule {made.describe()} must be deleted before this "
+                f"ScheduledJob can be {verb}, and cannot be: {message}. Restore the "
+                f"connection, or delete the schedule by hand and `kubectl annotate "
+                f"scheduledjob {sj.metadata.name} {ABANDON_ANNOTATION}=true`",
+                retry_after=30.0,
+            ) from None
+        log.info("deleted Temporal schedule %s", made.describe())
+        if moving:
+            await self.events.record(
+                sj, "Normal", "ScheduleMoved",
+                f"deleted Temporal schedule {made.describe()}: the connection or schedule id "
+                "changed, and a new schedule is made in its place", now=now,
+            )  # fmt: skip
+
+    async def _create(
+        self, sj: ScheduledJob, prepared: Prepared, schedule: Schedule, spec_hash: str
+    ) -> None:
+        """The finalizer comes right before the first create: an object that never
+        reached Temporal has none, so deleting it never waits on a Temporal."""
+        if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
+            await self._set_finalizer(sj, present=True)
+        await self.temporal.create(
+            prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
+        )
 
     async def _upsert(
         self, sj: ScheduledJob, prepared: Prepared, now: datetime, *, hold: bool = False
@@ -199,7 +278,7 @@ class TemporalBackend:
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         description = prepared.description
         if description is None:
-            await self.temporal.create(connection, identity, schedule, _memo(sj, spec_hash))
+            await self._create(sj, prepared, schedule, spec_hash)
             log.info("created Temporal schedule %s", identity)
             description = await self._describe(connection, identity)
         elif (
@@ -263,50 +342,6 @@ class TemporalBackend:
         )
         return judge_temporal(table, accounting, evidence, now)
 
-    async def _connection(self, sj: ScheduledJob) -> Connection:
-        """The operator's default connection, or the object's own. Credentials come only
-        from Secrets in the object's namespace, and the operator's own are never sent to
-        an address an object chose."""
-        override = sj.spec.temporal
-        if override is None:
-            return self.default_connection
-        address = override.address or self.default_connection.address
-        namespace = override.namespace or self.default_connection.namespace
-        base = self.default_connection if override.address is None else Connection(address, "")
-        cert, key, ca, api_key = base.client_cert, base.client_key, base.server_ca, base.api_key
-        if override.tls_secret_ref is not None:
-            name = override.tls_secret_ref.name
-            data = await self._secret(sj, name)
-            cert, key, ca = (_decoded(data, k) for k in ("tls.crt", "tls.key", "ca.crt"))
-            if cert is None or key is None:
-                raise SpecProblem(
-                    "InvalidSecret", f"Secret {name} needs keys tls.crt and tls.key",
-                    SECRET_RETRY_SECONDS,
-                )  # fmt: skip
-        if override.api_key_secret_ref is not None:
-            ref = override.api_key_secret_ref
-            value = _decoded(await self._secret(sj, ref.name), ref.key or "apiKey")
-            if value is None:
-                raise SpecProblem(
-                    "InvalidSecret", f"Secret {ref.name} has no key {ref.key or 'apiKey'}",
-                    SECRET_RETRY_SECONDS,
-                )  # fmt: skip
-            api_key = value.decode().strip()
-        return Connection(address, namespace, cert, key, ca, api_key)
-
-    async def _secret(self, sj: ScheduledJob, name: str) -> dict[str, str]:
-        try:
-            return await self.kube.read_secret(sj.metadata.namespace, name)
-        except ApiException as error:
-            if is_not_found(error):
-                raise SpecProblem(
-                    "SecretNotFound",
-                    f"Secret {name} named in spec.temporal does not exist in namespace "
-                    f"{sj.metadata.namespace}",
-                    SECRET_RETRY_SECONDS,
-                ) from None
-            raise Retry(f"reading Secret {name}: {api_error_message(error)}") from None
-
     async def _set_finalizer(self, sj: ScheduledJob, *, present: bool) -> None:
         finalizers = [f for f in sj.metadata.finalizers if f != TEMPORAL_FINALIZER]
         if present:
@@ -326,14 +361,22 @@ def _key(sj: ScheduledJob) -> Key:
     return (sj.metadata.namespace, sj.metadata.name)
 
 
-def _decoded(data: dict[str, str], key: str) -> bytes | None:
-    raw = data.get(key)
-    if raw is None:
+def _previous_schedule(ref: BackendRef | None, current: ConnectionRef) -> MadeSchedule | None:
+    """The schedule status says Sundial made (a status from before connections were
+    recorded names none: it was made over the connection in use now)."""
+    if ref is None or ref.kind != "TemporalSchedule" or not ref.schedule_id:
         return None
-    try:
-        return base64.b64decode(raw)
-    except (binascii.Error, ValueError):
-        return None
+    return MadeSchedule(ref.connection or current, ref.schedule_id, ref.address, ref.namespace)
+
+
+def _same_place(a: MadeSchedule, b: MadeSchedule) -> bool:
+    """Unknown parts (None) are taken as equal: only a known difference is a move."""
+    return (
+        a.ref == b.ref
+        and a.schedule_id == b.schedule_id
+        and (a.address is None or b.address is None or a.address == b.address)
+        and (a.namespace is None or b.namespace is None or a.namespace == b.namespace)
+    )
 
 
 async def _made_for(sj: ScheduledJob, description: ScheduleDescription) -> bool:

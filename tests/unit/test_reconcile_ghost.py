@@ -68,7 +68,7 @@ class RecordingTemporal:
     def __init__(self, kube: GoneFromTheServer) -> None:
         self.kube = kube
 
-    async def prepare(self, sj: Any) -> Any:
+    async def prepare(self, *_: object) -> Any:
         return cast(Any, type("Prepared", (), {"description": None})())
 
     async def reconcile(self, *_: object) -> Any:

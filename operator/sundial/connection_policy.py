@@ -1,0 +1,59 @@
+"""Who may use a Temporal connection: pure rules over the connection's spec, the
+ScheduledJob and its namespace's labels. No I/O, no SDK types."""
+
+from __future__ import annotations
+
+from sundial.connection_models import (
+    ClusterTemporalConnectionSpec,
+    LabelSelector,
+    TemporalConnectionSpec,
+)
+from sundial.models import ConnectionRef, ScheduledJob
+
+
+def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
+    """metav1.LabelSelector semantics (every requirement ANDed; {} matches everything).
+    Written here because the Kubernetes Python client ships no selector evaluation: its
+    Go counterpart is apimachinery's labels.Selector."""
+    for key, value in (selector.match_labels or {}).items():
+        if labels.get(key) != value:
+            return False
+    for requirement in selector.match_expressions or []:
+        present = requirement.key in labels
+        values = requirement.values or []
+        if requirement.operator == "In" and not (present and labels[requirement.key] in values):
+            return False
+        if requirement.operator == "NotIn" and present and labels[requirement.key] in values:
+            return False
+        if requirement.operator == "Exists" and not present:
+            return False
+        if requirement.operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def refusal(
+    sj: ScheduledJob,
+    ref: ConnectionRef,
+    spec: TemporalConnectionSpec,
+    namespace_labels: dict[str, str] | None,
+) -> str | None:
+    """Why this ScheduledJob may not use this connection, or None if it may.
+    `namespace_labels` is needed (not None) for a ClusterTemporalConnection only."""
+    if isinstance(spec, ClusterTemporalConnectionSpec):
+        labels = namespace_labels or {}
+        if not selector_matches(spec.namespace_selector, labels):
+            return (
+                f"ClusterTemporalConnection {ref.name} does not admit namespace "
+                f"{sj.metadata.namespace} (its namespaceSelector does not match the "
+                "namespace's labels): ask the administrator to admit it, or use a "
+                "TemporalConnection in this namespace"
+            )
+    allowed = spec.allowed_task_queues
+    workflow = sj.spec.workflow
+    if allowed is not None and workflow is not None and workflow.task_queue not in allowed:
+        return (
+            f"{ref.kind} {ref.name} does not allow task queue {workflow.task_queue!r} "
+            f"(allowedTaskQueues: {', '.join(allowed) or 'none'})"
+        )
+    return None

@@ -1,0 +1,229 @@
+"""Resolves a ScheduledJob's connection reference into a Connection: the connection
+resource, the namespace-admission check, and the credentials from its Secrets.
+
+What is read is kept per connection (not per ScheduledJob) for `refresh_seconds`, then
+read again: a thousand objects on one connection cost one GET of it and its Secrets per
+period, and a rotated Secret is in use within one period, without a restart. The last
+good resolution is also what a finalizer falls back on when the Secrets are already gone
+(a namespace being deleted takes its Secrets with it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from sundial.backend import SpecProblem
+from sundial.connection_models import (
+    CLUSTER_CONNECTION_KIND,
+    CLUSTER_CONNECTION_PLURAL,
+    CONNECTION_PLURAL,
+    ClusterTemporalConnectionSpec,
+    ConnectionSecretRef,
+    TemporalConnectionSpec,
+)
+from sundial.connection_policy import refusal
+from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found, refusal_reason
+from sundial.models import ConnectionRef, ScheduledJob
+from sundial.temporal import Connection
+from sundial.workqueue import Retry
+
+# A connection or Secret that is missing is looked for again this often.
+MISSING_RETRY_SECONDS = 30.0
+# Where the key of an apiKeySecretRef is, unless it says.
+API_KEY_DEFAULT_KEY = "apiKey"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A connection a ScheduledJob may use, and the reference it came from."""
+
+    ref: ConnectionRef
+    connection: Connection
+
+
+@dataclass
+class _Entry:
+    read_at: float
+    spec: TemporalConnectionSpec
+    connection: Connection
+
+
+class ConnectionResolver:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        default_connection: str,
+        cluster_resource_namespace: str,
+        refresh_seconds: float,
+        on_replaced: Callable[[Connection], None] = lambda _: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self.default_ref = ConnectionRef(kind=CLUSTER_CONNECTION_KIND, name=default_connection)
+        self._secret_namespace = cluster_resource_namespace
+        self._refresh = refresh_seconds
+        self._on_replaced = on_replaced
+        self._clock = clock
+        self._entries: dict[tuple[str, str, str], _Entry] = {}
+        self._namespace_labels: dict[str, tuple[float, dict[str, str]]] = {}
+
+    def ref_of(self, sj: ScheduledJob) -> ConnectionRef:
+        return sj.spec.temporal_connection_ref or self.default_ref
+
+    async def resolve(
+        self, sj: ScheduledJob, ref: ConnectionRef | None = None, *, deleting: bool = False
+    ) -> Resolved:
+        """The connection `sj` uses (or `ref`, one it used before), if it may. With
+        `deleting`, a connection or Secret gone meanwhile is answered from the last good
+        read: what a finalizer needs to delete the schedule."""
+        ref = ref or self.ref_of(sj)
+        key = _entry_key(sj, ref)
+        entry = self._entries.get(key)
+        if entry is None or self._clock() - entry.read_at >= self._refresh:
+            try:
+                entry = await self._read(sj, ref, key)
+            except SpecProblem:
+                if not (deleting and entry is not None):
+                    raise
+        labels = None
+        if isinstance(entry.spec, ClusterTemporalConnectionSpec):
+            labels = await self._labels(sj.metadata.namespace, deleting=deleting)
+        why = refusal(sj, ref, entry.spec, labels)
+        if why is not None and not deleting:
+            # Nothing is sent over a connection the object may not use.
+            raise SpecProblem("ConnectionNotAllowed", why, retry_after=MISSING_RETRY_SECONDS)
+        return Resolved(ref, entry.connection)
+
+    async def _read(
+        self, sj: ScheduledJob, ref: ConnectionRef, key: tuple[str, str, str]
+    ) -> _Entry:
+        cluster = ref.kind == CLUSTER_CONNECTION_KIND
+        what = f"{ref.kind} {ref.name}"
+        try:
+            if cluster:
+                body = await self._kube.read_sundial_object(CLUSTER_CONNECTION_PLURAL, ref.name)
+            else:
+                body = await self._kube.read_sundial_object(
+                    CONNECTION_PLURAL, ref.name, sj.metadata.namespace
+                )
+        except ApiException as error:
+            raise Retry(
+                f"reading {what}: {api_error_message(error)}", refusal_reason(error)
+            ) from None
+        if body is None:
+            where = "" if cluster else f" in namespace {sj.metadata.namespace}"
+            hint = (
+                "create it, or set spec.temporalConnectionRef"
+                if ref == self.default_ref
+                else "create it, or name another in spec.temporalConnectionRef"
+            )
+            raise SpecProblem(
+                "ConnectionNotFound", f"{what} does not exist{where}: {hint}",
+                MISSING_RETRY_SECONDS,
+            )  # fmt: skip
+        model = ClusterTemporalConnectionSpec if cluster else TemporalConnectionSpec
+        try:
+            spec = model.model_validate(body.get("spec") or {})
+        except ValidationError as error:
+            raise SpecProblem(
+                "InvalidConnection", f"{what} is not valid: {error.errors()[0]['msg']}",
+                MISSING_RETRY_SECONDS,
+            ) from None  # fmt: skip
+        secrets_namespace = self._secret_namespace if cluster else sj.metadata.namespace
+        connection = await self._credentials(spec, what, secrets_namespace)
+        old = self._entries.get(key)
+        if old is not None and old.connection != connection:
+            self._on_replaced(old.connection)
+        entry = _Entry(self._clock(), spec, connection)
+        self._entries[key] = entry
+        return entry
+
+    async def _credentials(
+        self, spec: TemporalConnectionSpec, what: str, namespace: str
+    ) -> Connection:
+        cert = key = ca = None
+        api_key = None
+        if spec.tls is not None and spec.tls.secret_ref is not None:
+            data = await self._secret(spec.tls.secret_ref, what, namespace)
+            cert, key, ca = (_decoded(data, k) for k in ("tls.crt", "tls.key", "ca.crt"))
+            if (cert is None) != (key is None) or (cert is None and ca is None):
+                raise SpecProblem(
+                    "InvalidSecret",
+                    f"Secret {spec.tls.secret_ref.name} of {what} needs ca.crt, or tls.crt "
+                    "and tls.key (mutual TLS), or all three",
+                    MISSING_RETRY_SECONDS,
+                )
+        if spec.api_key_secret_ref is not None:
+            ref = spec.api_key_secret_ref
+            name = ref.key or API_KEY_DEFAULT_KEY
+            value = _decoded(await self._secret(ref, what, namespace), name)
+            if value is None or not value.strip():
+                raise SpecProblem(
+                    "InvalidSecret", f"Secret {ref.name} of {what} has no key {name}",
+                    MISSING_RETRY_SECONDS,
+                )  # fmt: skip
+            api_key = value.decode().strip()
+        return Connection(
+            address=spec.address,
+            namespace=spec.namespace,
+            client_cert=cert,
+            client_key=key,
+            server_ca=ca,
+            api_key=api_key,
+            tls=spec.tls is not None or api_key is not None,
+            server_name=spec.tls.server_name if spec.tls is not None else None,
+        )
+
+    async def _secret(self, ref: ConnectionSecretRef, what: str, namespace: str) -> dict[str, str]:
+        try:
+            data = await self._kube.read_secret(namespace, ref.name)
+        except ApiException as error:
+            if is_not_found(error):
+                raise SpecProblem(
+                    "SecretNotFound",
+                    f"Secret {ref.name} named by {what} does not exist in namespace {namespace}",
+                    MISSING_RETRY_SECONDS,
+                ) from None
+            raise Retry(
+                f"reading Secret {ref.name} of {what}: {api_error_message(error)}",
+                refusal_reason(error),
+            ) from None
+        return data
+
+    async def _labels(self, namespace: str, *, deleting: bool) -> dict[str, str]:
+        cached = self._namespace_labels.get(namespace)
+        if cached is not None and self._clock() - cached[0] < self._refresh:
+            return cached[1]
+        try:
+            labels = await self._kube.namespace_labels(namespace)
+        except ApiException as error:
+            if deleting and cached is not None:
+                return cached[1]
+            raise Retry(
+                f"reading namespace {namespace}: {api_error_message(error)}",
+                refusal_reason(error),
+            ) from None
+        self._namespace_labels[namespace] = (self._clock(), labels)
+        return labels
+
+
+def _entry_key(sj: ScheduledJob, ref: ConnectionRef) -> tuple[str, str, str]:
+    namespace = "" if ref.kind == CLUSTER_CONNECTION_KIND else sj.metadata.namespace
+    return (ref.kind, namespace, ref.name)
+
+
+def _decoded(data: dict[str, str], key: str) -> bytes | None:
+    raw = data.get(key)
+    if raw is None:
+        return None
+    try:
+        return base64.b64decode(raw)
+    except (binascii.Error, ValueError):
+        return None
