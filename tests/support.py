@@ -232,10 +232,11 @@ class TemporalSide:
         self.thread.join(timeout=10)
 
 
-def temporal_connection(name: str, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
-    """A TemporalConnection in `namespace`, or a ClusterTemporalConnection without one."""
+def temporal_connection(name: str, where: str | None = None, /, **spec: Any) -> dict[str, Any]:
+    """A TemporalConnection in namespace `where`, or a ClusterTemporalConnection without one
+    (positional, so that `namespace=` in spec is the Temporal namespace)."""
     metadata: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        metadata["namespace"] = namespace
-    kind = "TemporalConnection" if namespace is not None else "ClusterTemporalConnection"
+    if where is not None:
+        metadata["namespace"] = where
+    kind = "TemporalConnection" if where is not None else "ClusterTemporalConnection"
     return {"apiVersion": "sundial.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}

@@ -104,6 +104,9 @@ def _with_switching(conditions: list[Condition], switch: Condition | None) -> li
     return conditions if switch is None else with_condition(conditions, switch)
 
 
+BACKEND_UNAVAILABLE = "BackendUnavailable"
+
+
 def not_ready(
     sj: ScheduledJob,
     reason: str,
@@ -119,7 +122,8 @@ def not_ready(
     ready = condition(
         previous.conditions,
         READY,
-        "False",
+        # A backend that cannot be reached may well be in step: Sundial cannot tell.
+        "Unknown" if reason == BACKEND_UNAVAILABLE else "False",
         reason,
         message,
         now=now,

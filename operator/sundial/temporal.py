@@ -132,9 +132,9 @@ class _Breaker:
     last_error: str = ""
 
 
-# Backoff of an open breaker: 2 s, doubling per consecutive failure, at most 2 minutes.
+# Backoff of an open breaker: 2 s, doubling per consecutive failure, at most a minute.
 BREAKER_BASE_SECONDS = 2.0
-BREAKER_MAX_SECONDS = 120.0
+BREAKER_MAX_SECONDS = 60.0
 
 
 class Temporal:
