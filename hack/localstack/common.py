@@ -82,6 +82,14 @@ class Ports:
     def temporal_metrics(self) -> int:
         return self.temporal + 2
 
+    @property
+    def temporal_mtls(self) -> int:
+        return self.temporal + 3
+
+    @property
+    def temporal_api_key(self) -> int:
+        return self.temporal + 4
+
     @classmethod
     def from_env(cls) -> Ports:
         return cls(

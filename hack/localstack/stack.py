@@ -32,6 +32,7 @@ from .pki import Pki, write_kubeconfig
 from .process import PidRecord, Server, cmdline, stop_leftovers
 from .scheduler import Scheduler
 from .temporal import Temporal
+from .temporal_tls import TemporalFront, TemporalTLS
 
 
 class LocalStack:
@@ -69,6 +70,9 @@ class LocalStack:
         self.kcm = ControllerManager(logs, pids, self.pki, self.ports)
         self.scheduler = Scheduler(logs, pids, self.ports)
         self.temporal = Temporal(logs, pids, self.state_dir / "temporal.db", self.ports)
+        # SUNDIAL_TEMPORAL_TLS=0: no TLS front (a machine without nginx).
+        self.with_temporal_tls = os.environ.get("SUNDIAL_TEMPORAL_TLS", "1") != "0"
+        self.temporal_front = TemporalFront(logs, pids, self.state_dir, self.ports)
         self.node = Node(self.state_dir / "node", logs, self.pki, self.ports, ready_timeout)
         # Serialises the fault-injection methods, which tests may call from threads.
         self._lock = threading.RLock()
@@ -103,6 +107,11 @@ class LocalStack:
         return self.temporal.address
 
     @property
+    def temporal_tls(self) -> TemporalTLS:
+        """The TLS front of Temporal: its mutual-TLS and API-key addresses and credentials."""
+        return self.temporal_front.credentials
+
+    @property
     def temporal_in_cluster_address(self) -> str:
         """Temporal's frontend for Pods: the fixed ClusterIP of TEMPORAL_SERVICE."""
         return f"{TEMPORAL_SERVICE_IP}:{TEMPORAL_SERVICE_PORT}"
@@ -121,7 +130,9 @@ class LocalStack:
     @property
     def servers(self) -> tuple[Server, ...]:
         control_plane: tuple[Server, ...] = (self.etcd, self.apiserver, self.kcm, self.temporal)
-        return control_plane + ((self.scheduler, *self.node.servers) if self.with_node else ())
+        front: tuple[Server, ...] = (self.temporal_front,) if self.with_temporal_tls else ()
+        node = (self.scheduler, *self.node.servers) if self.with_node else ()
+        return control_plane + front + node
 
     def env(self) -> dict[str, str]:
         """Variables that point kubectl, the Kubernetes client and Temporal here."""
@@ -180,6 +191,8 @@ class LocalStack:
             # Temporal and containerd are independent of Kubernetes, so they boot while
             # etcd and the apiserver do; their readiness is checked when they are needed.
             self.temporal.spawn(binaries.temporal)
+            if self.with_temporal_tls:
+                self.temporal_front.spawn()
             if self.with_node:
                 self.node.prepare(binaries)
             self.etcd.spawn(binaries.etcd)
@@ -194,6 +207,8 @@ class LocalStack:
                 self.node.start(binaries, self.apiserver_url, self.kubeconfig)
                 self.scheduler.wait(self.ready_timeout)
             self.temporal.wait(binaries.temporal, self.ready_timeout)
+            if self.with_temporal_tls:
+                self.temporal_front.wait(self.ready_timeout)
             if self.with_node:
                 self.node.wait_ready(self.apiserver_url)
             self.env_file.write_text(self.env_script())
@@ -211,6 +226,7 @@ class LocalStack:
             control_plane: tuple[Server, ...] = (
                 self.kcm,
                 self.scheduler,
+                self.temporal_front,
                 self.temporal,
                 self.apiserver,
             )

@@ -203,6 +203,14 @@ class Temporal:
             ) from None
         except (RuntimeError, OSError, TimeoutError) as error:
             text = _first_line(error)
+            # The SDK reports a status refused at connect (its first call) as text.
+            for code, reason in _REFUSED_AT_CONNECT.items():
+                if f"code: {code}" in text:
+                    raise TemporalRejected(
+                        f"Temporal at {connection.describe()} refused the connection's "
+                        f"credentials: {_refusal_message(text)}",
+                        reason,
+                    ) from None
             if _is_tls_refusal(text):
                 raise TemporalRejected(
                     f"TLS with Temporal at {connection.describe()} failed: {text}",
@@ -320,6 +328,17 @@ class Temporal:
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+
+_REFUSED_AT_CONNECT = {"Unauthenticated": "Unauthenticated", "PermissionDenied": "PermissionDenied"}
+
+
+def _refusal_message(text: str) -> str:
+    """The server's own words from the SDK's `Status { code: .., message: "..", .. }`."""
+    marker = 'message: "'
+    if marker in text:
+        return text.split(marker, 1)[1].split('"', 1)[0]
+    return text
 
 
 def _is_tls_refusal(text: str) -> bool:
