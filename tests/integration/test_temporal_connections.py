@@ -3,6 +3,8 @@ against the real apiserver and the real Temporal dev server (and its TLS front).
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
+from localstack import LocalStack
 from support import (
     Kubectl,
     OperatorProcess,
@@ -220,3 +223,146 @@ def test_an_unreachable_temporal_slows_only_the_objects_that_use_it(
         what="the stuck ones say Unknown: Sundial cannot tell",
     )
     operator.assert_alive()
+
+
+def _secret(name: str, namespace: str, data: dict[str, bytes | str]) -> dict[str, Any]:
+    encoded = {
+        key: base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
+        for key, value in data.items()
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": encoded,
+    }
+
+
+def _reason(kubectl: Kubectl, name: str, namespace: str, reason: str) -> dict[str, Any] | None:
+    condition = ready_condition(kubectl, name, namespace)
+    return condition if condition.get("reason") == reason else None
+
+
+def test_connections_with_real_credentials_and_a_rotated_key(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    temporal: TemporalSide,
+    stack: LocalStack,
+    namespace: str,
+) -> None:
+    """Item 21 (and 14: rotated credentials): mutual TLS and an API key through a real TLS
+    front; a certificate of another CA and a wrong key are refused with a precise reason;
+    a Secret rotated to the right key is used without a restart; no credential leaks."""
+    front = stack.temporal_tls
+    wrong_key = "not-" + front.api_key
+    manifests = [
+        _secret("mtls", namespace, {"tls.crt": front.client_cert_pem,
+                                    "tls.key": front.client_key_pem, "ca.crt": front.ca_pem}),
+        _secret("intruder", namespace, {"tls.crt": front.wrong_client_cert_pem,
+                                        "tls.key": front.wrong_client_key_pem,
+                                        "ca.crt": front.ca_pem}),
+        _secret("ca", namespace, {"ca.crt": front.ca_pem}),
+        _secret("api-key", namespace, {"apiKey": front.api_key}),
+        _secret("rotating", namespace, {"apiKey": wrong_key}),
+        temporal_connection("mtls", namespace, address=front.mtls_address,
+                            tls={"secretRef": {"name": "mtls"}}),
+        temporal_connection("intruder", namespace, address=front.mtls_address,
+                            tls={"secretRef": {"name": "intruder"}}),
+        temporal_connection("api-key", namespace, address=front.api_key_address,
+                            tls={"secretRef": {"name": "ca"}},
+                            apiKeySecretRef={"name": "api-key"}),
+        temporal_connection("rotating", namespace, address=front.api_key_address,
+                            tls={"secretRef": {"name": "ca"}},
+                            apiKeySecretRef={"name": "rotating"}),
+    ]  # fmt: skip
+    kubectl.apply("\n---\n".join(yaml.safe_dump(m) for m in manifests))
+    names = ["mtls", "intruder", "api-key", "rotating"]
+    for name in names:
+        ref = {"kind": "TemporalConnection", "name": name}
+        kubectl.apply(scheduledjob(f"via-{name}", namespace, temporalConnectionRef=ref))
+
+    for name in ("mtls", "api-key"):
+        eventually(lambda n=name: ready(kubectl, f"via-{n}", namespace), what=f"via-{name}")
+        assert describe_in(temporal, "default", f"sundial/{namespace}/via-{name}") is not None
+    for name in ("intruder", "rotating"):
+        condition = eventually(
+            lambda n=name: _reason(kubectl, f"via-{n}", namespace, "Unauthenticated"),
+            what=f"via-{name}: Unauthenticated",
+        )
+        assert condition["status"] == "False"
+        assert describe_in(temporal, "default", f"sundial/{namespace}/via-{name}") is None
+
+    # The Secret rotates (as a mounted or synced Secret does): no restart, the new key is used.
+    pid = operator.proc.pid if operator.proc else None
+    kubectl.apply(_secret("rotating", namespace, {"apiKey": front.api_key}))
+    eventually(lambda: ready(kubectl, "via-rotating", namespace), what="rotated key in use")
+    assert operator.proc is not None
+    assert operator.proc.pid == pid
+
+    # No credential in status, Events or the operator's log (which is at DEBUG level).
+    everything = "\n".join(
+        [
+            kubectl.run("get", "scheduledjobs", "-n", namespace, "-o", "json").stdout,
+            kubectl.run("get", "events", "-n", namespace, "-o", "json").stdout,
+            operator.log_text(),
+        ]
+    )
+    secrets_used = [front.api_key, wrong_key, *_pem_body_lines(front.client_key_pem),
+                    *_pem_body_lines(front.wrong_client_key_pem)]  # fmt: skip
+    for secret in secrets_used:
+        assert secret not in everything
+
+
+def _pem_body_lines(pem: bytes) -> list[str]:
+    return [line for line in pem.decode().splitlines() if line and not line.startswith("-----")]
+
+
+def test_deleting_a_namespace_of_temporal_objects_finishes(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    temporal: TemporalSide,
+    stack: LocalStack,
+    namespace: str,
+) -> None:
+    """Item 15: the namespace's deletion removes the connection's Secret and the
+    connection itself at once; the finalizers still delete every schedule, and the
+    namespace goes."""
+    front = stack.temporal_tls
+    count = 50
+    manifests = [
+        _secret("ca", namespace, {"ca.crt": front.ca_pem}),
+        _secret("api-key", namespace, {"apiKey": front.api_key}),
+        temporal_connection("team", namespace, address=front.api_key_address,
+                            tls={"secretRef": {"name": "ca"}},
+                            apiKeySecretRef={"name": "api-key"}),
+    ]  # fmt: skip
+    ref = {"kind": "TemporalConnection", "name": "team"}
+    manifests += [
+        scheduledjob(f"job-{i}", namespace, temporalConnectionRef=ref) for i in range(count)
+    ]
+    kubectl.apply("\n---\n".join(yaml.safe_dump(m) for m in manifests))
+    ids = [f"sundial/{namespace}/job-{i}" for i in range(count)]
+
+    def all_ready() -> bool:
+        listed = json.loads(kubectl.run("get", "scheduledjobs", "-n", namespace,
+                                        "-o", "json").stdout)["items"]  # fmt: skip
+        return len(listed) == count and all(
+            any(c["type"] == "Ready" and c["status"] == "True"
+                for c in (sj.get("status") or {}).get("conditions", []))
+            for sj in listed
+        )  # fmt: skip
+
+    eventually(all_ready, timeout=180, what=f"{count} temporal-backed objects Ready")
+    assert all(describe_in(temporal, "default", i) is not None for i in ids)
+
+    began = time.monotonic()
+    kubectl.run("delete", "namespace", namespace, "--wait=false")
+    eventually(
+        lambda: kubectl.run("get", "namespace", namespace, check=False).returncode != 0,
+        timeout=180,
+        what="the namespace is gone",
+    )
+    print(f"namespace with {count} temporal-backed objects deleted in "
+          f"{time.monotonic() - began:.1f}s")  # fmt: skip
+    left = [i for i in ids if describe_in(temporal, "default", i) is not None]
+    assert left == [], f"{len(left)} schedules outlived their namespace"
