@@ -217,6 +217,10 @@ class TemporalEvidence:
     jitter: timedelta = timedelta(0)
 
 
+# Temporal's describe lists this many recent actions, no more.
+RECENT_ACTIONS_KEPT = 10
+
+
 def judge_temporal(
     table: Timetable,
     accounting: RunAccounting,
@@ -248,13 +252,24 @@ def judge_temporal(
     ran = set(evidence.recent_scheduled)
     # Paused time is not counted by Temporal, nor here.
     unaccounted = [] if evidence.paused else [slot for slot in slots if slot not in ran]
+    # The times are exact only if every slot since the watermark is either among the
+    # actions Temporal still lists or one it counted, one for one, at its nominal time.
+    covered = (
+        len(evidence.recent_scheduled) < RECENT_ACTIONS_KEPT
+        or not slots
+        or min(evidence.recent_scheduled) <= slots[0]
+    )
+    total = sum(count for _, count in rises)
+    exact = covered and len(unaccounted) == total and evidence.jitter == timedelta(0)
     new_runs: list[MissedRun] = []
     for reason, count in rises:
         for _ in range(count):
             # Without a slot time to name (the slots fell outside what is known), the
             # newest judged moment stands in: the total is what Temporal counted.
             when = unaccounted.pop(0) if unaccounted else watermark
-            new_runs.append(MissedRun(scheduled_time=when, reason=reason))
+            new_runs.append(
+                MissedRun(scheduled_time=when, reason=reason, approximate=None if exact else True)
+            )
     on_time = [
         scheduled
         for scheduled, started in zip(evidence.recent_scheduled, evidence.recent_started,

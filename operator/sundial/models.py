@@ -54,6 +54,16 @@ class ApiModel(BaseModel):
     )
 
 
+def _whole_seconds(field: str) -> JsonValue:
+    """Temporal keeps interval durations in whole seconds and drops the rest silently
+    (1500ms runs every second), so a fraction is refused rather than miscounted."""
+    return _cel(
+        "duration(self).getMilliseconds() % 1000 == 0",
+        f"{field} must be a whole number of seconds (Temporal drops fractions of a second): "
+        "write for example 2s or 1m30s, not 1500ms",
+    )
+
+
 class IntervalSpec(ApiModel):
     every: str = Field(
         description="How often the job runs, as a duration such as 30s, 5m or 1h.",
@@ -61,7 +71,8 @@ class IntervalSpec(ApiModel):
         max_length=32,
         json_schema_extra={
             "x-kubernetes-validations": [
-                _cel("duration(self) >= duration('1s')", "interval.every must be at least 1s")
+                _cel("duration(self) >= duration('1s')", "interval.every must be at least 1s"),
+                _whole_seconds("interval.every"),
             ]
         },
     )
@@ -70,6 +81,7 @@ class IntervalSpec(ApiModel):
         description="Shifts every slot by this duration; slots are anchored at the Unix epoch.",
         pattern=DURATION_PATTERN,
         max_length=32,
+        json_schema_extra={"x-kubernetes-validations": [_whole_seconds("interval.offset")]},
     )
 
     model_config = ConfigDict(
@@ -408,6 +420,12 @@ MissReason = Literal[
 class MissedRun(ApiModel):
     scheduled_time: datetime
     reason: MissReason
+    approximate: bool | None = Field(
+        default=None,
+        description="True when the backend counted the run but did not say which slot it "
+        "was (Temporal, with jitter or more slots than its recent actions cover): the time "
+        "is Sundial's best attribution; the totals are exact either way.",
+    )
 
 
 class TemporalCounters(ApiModel):

@@ -331,6 +331,26 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "at least 1s",
     ),
     (
+        "fractional-interval",
+        {
+            "backend": "temporal",
+            "schedule": None,
+            "interval": {"every": "1500ms"},
+            "workflow": {"type": "w", "taskQueue": "q"},
+        },
+        "interval.every must be a whole number of seconds",
+    ),
+    (
+        "fractional-offset",
+        {
+            "backend": "temporal",
+            "schedule": None,
+            "interval": {"every": "1m", "offset": "2s500ms"},
+            "workflow": {"type": "w", "taskQueue": "q"},
+        },
+        "interval.offset must be a whole number of seconds",
+    ),
+    (
         "retry-intervals",
         {
             "backend": "temporal",

@@ -315,3 +315,31 @@ def test_a_spec_change_on_temporal_keeps_what_was_counted_before_it() -> None:
     assert [r.reason for r in result.new_runs] == ["OverlapSkipped"] * 4
     # A CronJob's accounting never carries a schedule's counters.
     assert start_accounting(before, "k8s", seconds(70), since=None).temporal_counters is None
+
+
+def test_temporal_slot_times_are_exact_only_when_temporal_lists_every_other_slot() -> None:
+    """Issue 14.12: Temporal counts misses without naming slots. Sundial names them from
+    the timetable, and says `approximate` where the recent actions it is shown (ten) or
+    jitter leave more than one reading; the totals are Temporal's either way."""
+    table = timetable(temporal_spec())
+    start = RunAccounting(accounted_until=T0, temporal_counters=TemporalCounters())
+    # Slots 2..10; all but 6 ran: one skip, one slot for it: exact.
+    ran = [seconds(s) for s in (2, 4, 8, 10)]
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=ran,
+                          recent_started=ran, paused=False)  # fmt: skip
+    exact = judge_temporal(table, start, ev, seconds(20))
+    assert [(r.scheduled_time, r.approximate) for r in exact.new_runs] == [(seconds(6), None)]
+
+    # Slots 2..40, the ten newest actions listed (22..40), one skip somewhere before 22.
+    listed = [seconds(s) for s in range(22, 41, 2)]
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=listed,
+                          recent_started=listed, paused=False)  # fmt: skip
+    unsure = judge_temporal(table, start, ev, seconds(50))
+    assert len(unsure.new_runs) == 1
+    assert unsure.new_runs[0].approximate is True
+
+    # Jitter: the listed times are not the slots' own.
+    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=ran,
+                          recent_started=ran, paused=False, jitter=timedelta(seconds=1))  # fmt: skip
+    jittered = judge_temporal(table, start, ev, seconds(21))
+    assert [r.approximate for r in jittered.new_runs] == [True]
