@@ -339,7 +339,12 @@ def test_temporal_slot_times_are_exact_only_when_temporal_lists_every_other_slot
     assert unsure.new_runs[0].approximate is True
 
     # Jitter: the listed times are not the slots' own.
-    ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=ran,
-                          recent_started=ran, paused=False, jitter=timedelta(seconds=1))  # fmt: skip
+    ev = TemporalEvidence(
+        counters=TemporalCounters(overlap_skipped=1),
+        recent_scheduled=ran,
+        recent_started=ran,
+        paused=False,
+        jitter=timedelta(seconds=1),
+    )
     jittered = judge_temporal(table, start, ev, seconds(21))
     assert [r.approximate for r in jittered.new_runs] == [True]
