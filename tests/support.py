@@ -240,3 +240,18 @@ def temporal_connection(name: str, where: str | None = None, /, **spec: Any) -> 
         metadata["namespace"] = where
     kind = "TemporalConnection" if where is not None else "ClusterTemporalConnection"
     return {"apiVersion": "sundial.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def temporal_scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A temporal-backed ScheduledJob running the test worker's SundialTick every 2 s,
+    unless spec says otherwise."""
+    spec.setdefault("backend", "temporal")
+    if "schedule" not in spec:
+        spec.setdefault("interval", {"every": "2s"})
+    spec.setdefault("workflow", {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": [name]})
+    return {
+        "apiVersion": "sundial.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

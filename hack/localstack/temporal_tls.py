@@ -77,24 +77,13 @@ def _certificate(
         .not_valid_after(now + dt.timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
     )
-    if issuer is None:
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )  # fmt: skip
-    else:
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )  # fmt: skip
+    is_ca = issuer is None
+    usage_bits = x509.KeyUsage(
+        digital_signature=True, content_commitment=False, key_encipherment=False,
+        data_encipherment=False, key_agreement=False, key_cert_sign=is_ca, crl_sign=is_ca,
+        encipher_only=False, decipher_only=False,
+    )  # fmt: skip
+    builder = builder.add_extension(usage_bits, critical=True)
     if usage is not None:
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     if usage == ExtendedKeyUsageOID.SERVER_AUTH:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from temporalio.client import (
@@ -27,24 +26,14 @@ from support import (
     ready_condition,
     temporal_connection,
 )
+from support import (
+    temporal_scheduledjob as scheduledjob,
+)
 from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
 
 PREFIX = "sundial/"
-
-
-def scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    spec.setdefault("backend", "temporal")
-    if "schedule" not in spec:
-        spec.setdefault("interval", {"every": "2s"})
-    spec.setdefault("workflow", {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": [name]})
-    return {
-        "apiVersion": "sundial.dev/v1alpha1",
-        "kind": "ScheduledJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 def schedule_id(namespace: str, name: str) -> str:

@@ -26,8 +26,8 @@ from support import (
     ready,
     ready_condition,
     temporal_connection,
+    temporal_scheduledjob,
 )
-from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
 
@@ -35,15 +35,9 @@ SECOND_NAMESPACE = "sundial-second"
 
 
 def scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    spec.setdefault("backend", "temporal")
+    """A temporal-backed ScheduledJob that runs hourly: these tests are about connections."""
     spec.setdefault("interval", {"every": "1h"})
-    spec.setdefault("workflow", {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": [name]})
-    return {
-        "apiVersion": "sundial.dev/v1alpha1",
-        "kind": "ScheduledJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+    return temporal_scheduledjob(name, namespace, **spec)
 
 
 def describe_in(
