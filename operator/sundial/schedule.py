@@ -86,9 +86,9 @@ def time_zone(name: str) -> ZoneInfo:
         ) from None
 
 
-def normalize_cron(expression: str) -> str:
-    """The 5-field form of a cron expression or macro; ScheduleError if either backend
-    would reject it."""
+def normalize_cron(expression: str, backend: Backend) -> str:
+    """The 5-field form of a cron expression or macro; ScheduleError if the backend would
+    reject it."""
     text = " ".join(expression.split())
     if text.startswith("@"):
         if text not in MACROS:
@@ -112,6 +112,11 @@ def normalize_cron(expression: str) -> str:
                 "(numbers, ranges a-b, lists a,b, steps */n, * or ?; L, W and # are not "
                 "supported by CronJob)",
             )
+    refusal = _backend_refusal(text, backend)
+    if refusal is not None:
+        raise ScheduleError("InvalidSchedule", f"spec.schedule {expression!r}: {refusal}")
+    # robfig reads `?` as `*` in every field; croniter only in the day fields.
+    text = " ".join("*" if field == "?" else field for field in text.split(" "))
     if not croniter.is_valid(text):
         raise ScheduleError(
             "InvalidSchedule",
@@ -121,18 +126,48 @@ def normalize_cron(expression: str) -> str:
     return text
 
 
+def has_star(field: str) -> bool:
+    """robfig/cron's "star bit": a field one of whose ranges is `*` or `?` with no step, or
+    a step of 1 (`*/1`; `*/2` clears it). The CronJob controller ANDs the two day fields
+    when either has it and ORs them otherwise, so `0 0 */1 * 1` is Mondays only, not every
+    day; croniter knows only a bare `*`, so Sundial decides this itself."""
+    for part in field.split(","):
+        base, _, step = part.partition("/")
+        if base in ("*", "?") and step in ("", "1"):
+            return True
+    return False
+
+
 def both_days_restricted(cron: str) -> bool:
     """True when day-of-month and day-of-week are both restricted: CronJob reads the
     expression as OR, Temporal as AND."""
     _, _, dom, _, dow = cron.split(" ")
-    return dom not in ("*", "?") and dow not in ("*", "?")
+    return not has_star(dom) and not has_star(dow)
+
+
+def _backend_refusal(text: str, backend: Backend) -> str | None:
+    """What one backend's parser refuses that croniter (and the other backend) accepts."""
+    ranges = [part.split("/", 1)[0] for part in text.split(" ")[4].split(",")]
+    if backend == "kubernetes" and any(
+        int(n) > 6 for part in ranges for n in re.findall(r"[0-9]+", part)
+    ):
+        return (
+            "day-of-week 7 is refused by the CronJob controller (robfig/cron: 0-6, "
+            "Sunday is 0): write 0 or SUN"
+        )
+    if backend == "temporal" and "?" in text:
+        return "Temporal does not accept `?`: write `*`"
+    return None
 
 
 def cron_slots(
     cron: str, zone: ZoneInfo, after: datetime, *, backend: Backend
 ) -> Iterator[datetime]:
     """Every slot strictly after `after` (aware), in order, as aware UTC datetimes."""
-    day_or = backend == "kubernetes"
+    _, _, dom, _, dow = cron.split(" ")
+    # Temporal's calendar specs always AND the day fields; robfig ORs them unless either
+    # has the star bit.
+    day_or = backend == "kubernetes" and not (has_star(dom) or has_star(dow))
     # Start an hour early in local time so a start inside the repeated hour still sees
     # the second occurrence of earlier wall-clock times; the filter below drops the rest.
     local_start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=3)
@@ -217,7 +252,7 @@ class Timetable:
 def timetable(spec: ScheduledJobSpec) -> Timetable:
     """Validate the schedule part of a spec; ScheduleError says what is wrong."""
     zone = time_zone(spec.time_zone)
-    cron = normalize_cron(spec.schedule) if spec.schedule is not None else None
+    cron = normalize_cron(spec.schedule, spec.backend) if spec.schedule is not None else None
     if cron is None and spec.interval is not None:
         parse_duration(spec.interval.every)
     table = Timetable(

@@ -142,8 +142,34 @@ def test_unknown_time_zone_is_refused() -> None:
     assert "Mars/Olympus_Mons" in caught.value.message
 
 
-def test_names_and_question_mark_are_accepted() -> None:
-    assert normalize_cron("*/5  * ? jan-mar MON-FRI") == "*/5 * ? jan-mar MON-FRI"
+def test_names_and_question_mark_are_accepted_where_the_backend_accepts_them() -> None:
+    cron = "*/5  * ? jan-mar MON-FRI"
+    assert normalize_cron(cron, "kubernetes") == "*/5 * * jan-mar MON-FRI"
+    with pytest.raises(ScheduleError, match="Temporal does not accept `\\?`"):
+        normalize_cron(cron, "temporal")
+
+
+def test_day_of_week_7_is_refused_for_the_cronjob_controller() -> None:
+    """Issue 14.11: robfig/cron reads day-of-week 0-6 only; croniter takes 7 as Sunday."""
+    for cron in ("0 0 * * 7", "0 0 * * 5-7", "0 0 * * 1,7"):
+        with pytest.raises(ScheduleError, match="write 0 or SUN"):
+            normalize_cron(cron, "kubernetes")
+    assert normalize_cron("0 0 * * */2", "kubernetes") == "0 0 * * */2"
+
+
+def test_a_starred_step_in_a_day_field_ands_the_days_as_the_cronjob_controller_does() -> None:
+    """Issue 14.11: `*/1` carries robfig's star bit, so `0 0 */1 * 1` is Mondays only
+    (croniter alone would read it as every day, OR-ed with Mondays)."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)  # a Tuesday
+    runs = timetable(spec(schedule="0 0 */1 * 1")).next_runs(now, 3)
+    assert [t.date().isoformat() for t in runs] == ["2026-12-07", "2026-12-14", "2026-12-21"]
+    # A step above 1 clears the star bit (robfig): odd days OR Mondays.
+    odd_or_mondays = timetable(spec(schedule="0 0 */2 * 1")).next_runs(now, 3)
+    assert [t.date().isoformat() for t in odd_or_mondays] == [
+        "2026-12-03", "2026-12-05", "2026-12-07",
+    ]  # fmt: skip
+    assert not both_days_restricted("0 0 */1 * 1")
+    assert both_days_restricted("0 0 */2 * 1")
 
 
 def test_interval_slots_are_anchored_at_the_epoch() -> None:
