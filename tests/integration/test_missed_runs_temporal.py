@@ -4,9 +4,11 @@ stopped past the catch-up window, and a workflow outlasts its interval."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from temporalio.client import ScheduleInfo
 
 from localstack import LocalStack
 from support import Kubectl, OperatorProcess, TemporalSide, eventually, sample, scrape
@@ -35,6 +37,14 @@ def status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
     assert sj is not None
     result: dict[str, Any] = sj.get("status", {})
     return result
+
+
+def describe_info(temporal: TemporalSide, namespace: str, name: str) -> ScheduleInfo:
+    async def call() -> ScheduleInfo:
+        handle = temporal.client.get_schedule_handle(f"sundial/{namespace}/{name}")
+        return (await handle.describe()).info
+
+    return temporal.run(call)
 
 
 def reasons(kubectl: Kubectl, name: str, namespace: str) -> set[str]:
@@ -74,11 +84,13 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
     assert conditions["RunsMissed"]["status"] == "False"
 
     # Temporal down for longer than the 10 s catch-up window.
+    outage_began = datetime.now(UTC)
     stack.stop_temporal()
     try:
         time.sleep(30)
     finally:
         stack.start_temporal()
+    outage_ended = datetime.now(UTC)
     temporal.ensure_worker()
     catchup = eventually(
         lambda: (s := status(kubectl, "catchup", namespace)).get("missedRuns", 0) >= 1 and s,
@@ -98,16 +110,30 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
     events = kubectl.events(namespace, involvedObject_name="catchup", reason="RunMissed")
     assert any("CatchupWindowExceeded" in e["message"] for e in events)
 
+    # The slot times named are the schedule's own (every 2 s from the epoch), in the outage.
+    for run in status(kubectl, "catchup", namespace)["recentMissedRuns"]:
+        slot = datetime.fromisoformat(run["scheduledTime"])
+        assert slot.timestamp() % 2 == 0, run
+        assert outage_began - timedelta(seconds=30) <= slot <= outage_ended, run
+
+    # Sundial's totals are Temporal's own counters, and so is /metrics. The overlap one is
+    # suspended first, so that its counter stops moving.
+    kubectl.apply(scheduledjob("overlap", namespace, "SundialSleep", [7],
+                               concurrencyPolicy="Forbid", suspend=True))  # fmt: skip
     labels = {"namespace": namespace, "backend": "temporal"}
 
-    def counters_match_status() -> bool:
+    def totals_are_temporals() -> bool:
+        catchup_info = describe_info(temporal, namespace, "catchup")
+        overlap_info = describe_info(temporal, namespace, "overlap")
+        missed = catchup_info.num_actions_missed_catchup_window
+        skipped = overlap_info.num_actions_skipped_overlap
+        assert status(kubectl, "catchup", namespace)["missedRuns"] == missed
+        assert status(kubectl, "overlap", namespace)["skippedRuns"] == skipped
         metrics = scrape(operator.metrics_url)
-        missed = metrics[sample("sundial_missed_runs_total", name="catchup",
-                                reason="CatchupWindowExceeded", **labels)]  # fmt: skip
-        skipped = metrics[sample("sundial_skipped_runs_total", name="overlap",
-                                 reason="OverlapSkipped", **labels)]  # fmt: skip
-        assert missed == status(kubectl, "catchup", namespace)["missedRuns"]
-        assert skipped == status(kubectl, "overlap", namespace)["skippedRuns"]
+        assert metrics[sample("sundial_missed_runs_total", name="catchup",
+                              reason="CatchupWindowExceeded", **labels)] == missed  # fmt: skip
+        assert metrics[sample("sundial_skipped_runs_total", name="overlap",
+                              reason="OverlapSkipped", **labels)] == skipped  # fmt: skip
         return True
 
-    eventually(counters_match_status, timeout=20, what="/metrics agrees with status")
+    eventually(totals_are_temporals, timeout=60, what="status and /metrics equal Temporal's counts")
