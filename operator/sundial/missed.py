@@ -260,7 +260,14 @@ def judge_temporal(
         or min(evidence.recent_scheduled) <= slots[0]
     )
     total = sum(count for _, count in rises)
-    exact = covered and len(unaccounted) == total and evidence.jitter == timedelta(0)
+    # A rise may also be a slot too recent to judge (an overlap skip counts at once).
+    unsettled = bool(table.slots_between(settled, now, 1))
+    exact = (
+        covered
+        and not unsettled
+        and len(unaccounted) == total
+        and evidence.jitter == timedelta(0)
+    )
     new_runs: list[MissedRun] = []
     for reason, count in rises:
         for _ in range(count):

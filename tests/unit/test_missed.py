@@ -319,22 +319,28 @@ def test_a_spec_change_on_temporal_keeps_what_was_counted_before_it() -> None:
 
 def test_temporal_slot_times_are_exact_only_when_temporal_lists_every_other_slot() -> None:
     """Issue 14.12: Temporal counts misses without naming slots. Sundial names them from
-    the timetable, and says `approximate` where the recent actions it is shown (ten) or
-    jitter leave more than one reading; the totals are Temporal's either way."""
-    table = timetable(temporal_spec())
+    the timetable, and says `approximate` where the recent actions it is shown (ten), a
+    slot too recent to judge, or jitter leave more than one reading; the totals are
+    Temporal's either way."""
+    table = timetable(temporal_spec(interval={"every": "1m"}))
     start = RunAccounting(accounted_until=T0, temporal_counters=TemporalCounters())
-    # Slots 2..10; all but 6 ran: one skip, one slot for it: exact.
-    ran = [seconds(s) for s in (2, 4, 8, 10)]
+    minute = [seconds(60 * m) for m in range(1, 31)]
+    # Minutes 1..5; all but 3 ran; looked at 30 s past minute 5: one skip, one slot.
+    ran = [minute[0], minute[1], minute[3], minute[4]]
     ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=ran,
                           recent_started=ran, paused=False)  # fmt: skip
-    exact = judge_temporal(table, start, ev, seconds(20))
-    assert [(r.scheduled_time, r.approximate) for r in exact.new_runs] == [(seconds(6), None)]
+    exact = judge_temporal(table, start, ev, seconds(330))
+    assert [(r.scheduled_time, r.approximate) for r in exact.new_runs] == [(minute[2], None)]
 
-    # Slots 2..40, the ten newest actions listed (22..40), one skip somewhere before 22.
-    listed = [seconds(s) for s in range(22, 41, 2)]
+    # Looked at 5 s past minute 5: the rise may be minute 5's own (not judged yet).
+    early = judge_temporal(table, start, ev, seconds(305))
+    assert [r.approximate for r in early.new_runs] == [True]
+
+    # Minutes 1..20, the ten newest actions listed (11..20), one skip somewhere before.
+    listed = minute[10:20]
     ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=1), recent_scheduled=listed,
                           recent_started=listed, paused=False)  # fmt: skip
-    unsure = judge_temporal(table, start, ev, seconds(50))
+    unsure = judge_temporal(table, start, ev, seconds(60 * 20 + 30))
     assert len(unsure.new_runs) == 1
     assert unsure.new_runs[0].approximate is True
 
@@ -346,5 +352,5 @@ def test_temporal_slot_times_are_exact_only_when_temporal_lists_every_other_slot
         paused=False,
         jitter=timedelta(seconds=1),
     )
-    jittered = judge_temporal(table, start, ev, seconds(21))
+    jittered = judge_temporal(table, start, ev, seconds(331))
     assert [r.approximate for r in jittered.new_runs] == [True]
