@@ -82,6 +82,8 @@ def test_apply_creates_the_schedule_and_the_workflow_runs(
         "kind": "TemporalSchedule",
         "namespace": "default",
         "scheduleId": schedule_id(namespace, "ticker"),
+        "address": temporal.address,
+        "connection": {"kind": "ClusterTemporalConnection", "name": "default"},
     }
 
     description = describe(temporal, namespace, "ticker")

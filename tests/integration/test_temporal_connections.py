@@ -4,8 +4,10 @@ against the real apiserver and the real Temporal dev server (and its TLS front).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -360,3 +362,92 @@ def test_deleting_a_namespace_of_temporal_objects_finishes(
           f"{time.monotonic() - began:.1f}s")  # fmt: skip
     left = [i for i in ids if describe_in(temporal, "default", i) is not None]
     assert left == [], f"{len(left)} schedules outlived their namespace"
+
+
+class Relay:
+    """A TCP relay to the dev server that can be cut for good: a Temporal that is gone."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.sockets: list[socket.socket] = []
+        self.gone = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if self.gone:
+                client.close()
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.gone = True
+        # close() alone does not wake a thread blocked in accept(); shutdown() does.
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+        for end in self.sockets:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            end.close()
+
+
+def test_the_escape_hatch_lets_a_deletion_finish_when_temporal_is_gone_for_good(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Item 15: the Temporal a schedule was made at is gone; the deletion waits
+    (BackendUnavailable) and finishes once `sundial.dev/abandon-schedule=true` says so,
+    with a Warning Event naming the schedule left behind."""
+    relay = Relay(temporal.address)
+    kubectl.apply(temporal_connection("doomed", namespace, address=relay.address))
+    ref = {"kind": "TemporalConnection", "name": "doomed"}
+    kubectl.apply(scheduledjob("orphan", namespace, temporalConnectionRef=ref))
+    eventually(lambda: ready(kubectl, "orphan", namespace), what="Ready")
+    identity = f"sundial/{namespace}/orphan"
+    assert describe_in(temporal, "default", identity) is not None
+
+    relay.cut()
+    kubectl.run("delete", "scheduledjob", "orphan", "-n", namespace, "--wait=false")
+    eventually(
+        lambda: _reason(kubectl, "orphan", namespace, "BackendUnavailable"),
+        what="the deletion waits for Temporal",
+    )
+    assert kubectl.get("scheduledjob", "orphan", namespace) is not None
+
+    kubectl.run("annotate", "scheduledjob", "orphan", "-n", namespace,
+                "sundial.dev/abandon-schedule=true")  # fmt: skip
+    eventually(
+        lambda: kubectl.get("scheduledjob", "orphan", namespace) is None,
+        what="deleted once abandoning is allowed",
+    )
+    events = kubectl.events(namespace, reason="ScheduleAbandoned", type="Warning")
+    assert any(identity in e["message"] for e in events), events
+    # Sundial gave up on it: it is still there, for a person to delete.
+    assert describe_in(temporal, "default", identity) is not None
+
+    async def delete() -> None:
+        await temporal.client.get_schedule_handle(identity).delete()
+
+    temporal.run(delete)
