@@ -64,8 +64,13 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
     # Runs 85 s, past the next slot and past that slot's 15 s starting deadline: the
     # controller can neither start the next slot on time nor late, so it is skipped.
     # (Without a deadline it would start late, once the run ends.)
-    apply("forbid", {"image": busybox, "command": ["sleep", "85"], "ttlSecondsAfterFinished": 3600},
-          concurrencyPolicy="Forbid", startingDeadlineSeconds=15)  # fmt: skip
+    apply(
+        "forbid",
+        {"image": busybox, "command": ["sleep", "85"], "ttlSecondsAfterFinished": 3600},
+        concurrencyPolicy="Forbid",
+        startingDeadlineSeconds=15,
+        successfulRunsHistoryLimit=10,
+    )  # every Job kept: the spans below need them all
     apply("deadline", {"template": {"spec": {
         "activeDeadlineSeconds": 5, "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
         "template": {"spec": {"restartPolicy": "Never", "containers": [
@@ -112,7 +117,12 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
     spans = [(parse(j["status"]["startTime"]),
               parse(j["status"].get("completionTime") or "2999-01-01T00:00:00Z"))
              for j in forbid_jobs if j.get("status", {}).get("startTime")]  # fmt: skip
-    slots = [m1 + timedelta(minutes=i) for i in range(3)]
+    # From the first slot after creation: that is M0 (a minute before M1) when the test
+    # began late in a minute, and M0's run covers M1.
+    first = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    slots = [
+        first + timedelta(minutes=i) for i in range(int((m3 - first).total_seconds() // 60) + 1)
+    ]
     covered = {s for s in slots if s not in started and any(a <= s < b for a, b in spans)}
     assert covered, f"an 85 s run covers a later slot: {spans}"
     current = status(kubectl, "forbid", namespace)
