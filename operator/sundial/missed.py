@@ -263,10 +263,7 @@ def judge_temporal(
     # A rise may also be a slot too recent to judge (an overlap skip counts at once).
     unsettled = bool(table.slots_between(settled, now, 1))
     exact = (
-        covered
-        and not unsettled
-        and len(unaccounted) == total
-        and evidence.jitter == timedelta(0)
+        covered and not unsettled and len(unaccounted) == total and evidence.jitter == timedelta(0)
     )
     new_runs: list[MissedRun] = []
     for reason, count in rises:
