@@ -178,16 +178,7 @@ class KubeClient:
                 raise
 
     async def read_scheduledjob(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response = await asyncio.to_thread(
-                self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                name, _preload_content=False,
-            )  # fmt: skip
-        except ApiException as error:
-            if is_not_found(error):
-                return None
-            raise
-        return _json(response)
+        return await self.read_sundial_object(PLURAL, name, namespace)
 
     async def patch_scheduledjob_status(
         self, namespace: str, name: str, status_patch: dict[str, Any]

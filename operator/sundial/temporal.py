@@ -68,12 +68,8 @@ class Connection:
     client_key: bytes | None = dataclasses.field(default=None, repr=False)
     server_ca: bytes | None = dataclasses.field(default=None, repr=False)
     api_key: str | None = dataclasses.field(default=None, repr=False)
-    tls: bool = False
+    tls: bool = False  # set by the resolver: a tls block, or an API key (which implies it)
     server_name: str | None = None
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.tls or bool(self.client_cert or self.server_ca or self.api_key)
 
     def describe(self) -> str:
         return f"{self.address} (namespace {self.namespace})"
@@ -174,7 +170,7 @@ class Temporal:
 
     async def _connect(self, connection: Connection) -> Client:
         tls: TLSConfig | bool = False
-        if connection.uses_tls:
+        if connection.tls:
             tls = TLSConfig(
                 server_root_ca_cert=connection.server_ca,
                 client_cert=connection.client_cert,
@@ -193,10 +189,8 @@ class Temporal:
             )
         except RPCError as error:
             if error.status in _REFUSED_CREDENTIALS:
-                raise TemporalRejected(
-                    f"Temporal at {connection.describe()} refused the connection's "
-                    f"credentials: {_first_line(error)}",
-                    _REFUSED_CREDENTIALS[error.status],
+                raise _credentials_refused(
+                    connection, _first_line(error), _REFUSED_CREDENTIALS[error.status]
                 ) from None
             raise TemporalUnavailable(
                 f"cannot connect to Temporal at {connection.describe()}: {_first_line(error)}"
@@ -206,11 +200,7 @@ class Temporal:
             # The SDK reports a status refused at connect (its first call) as text.
             for code, reason in _REFUSED_AT_CONNECT.items():
                 if f"code: {code}" in text:
-                    raise TemporalRejected(
-                        f"Temporal at {connection.describe()} refused the connection's "
-                        f"credentials: {_refusal_message(text)}",
-                        reason,
-                    ) from None
+                    raise _credentials_refused(connection, _refusal_message(text), reason) from None
             if _is_tls_refusal(text):
                 raise TemporalRejected(
                     f"TLS with Temporal at {connection.describe()} failed: {text}",
@@ -328,6 +318,13 @@ class Temporal:
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+
+def _credentials_refused(connection: Connection, why: str, reason: str) -> TemporalRejected:
+    return TemporalRejected(
+        f"Temporal at {connection.describe()} refused the connection's credentials: {why}",
+        reason,
+    )
 
 
 _REFUSED_AT_CONNECT = {"Unauthenticated": "Unauthenticated", "PermissionDenied": "PermissionDenied"}
