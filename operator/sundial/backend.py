@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from sundial.missed import JobRecord
 from sundial.models import MissedRun, ScheduledJobStatus
+from sundial.runs import RunHistory
 
 Key = tuple[str, str]
 
@@ -40,6 +41,10 @@ class Cache(Protocol):
 
     def seen_slots(self, key: Key) -> frozenset[datetime]: ...
 
+    def departed_jobs(self, key: Key) -> list[JobRecord]: ...
+
+    def forget_departed(self, key: Key, names: set[str]) -> None: ...
+
     def forget_slots_before(self, key: Key, watermark: datetime) -> None: ...
 
     @property
@@ -54,6 +59,8 @@ class Outcome:
     status: ScheduledJobStatus
     requeue_after: float | None
     new_runs: list[MissedRun]
+    # The runs' history this pass built (None: no backend in step to say).
+    history: RunHistory | None = None
 
 
 class SpecProblem(Exception):

@@ -26,6 +26,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Last Run", "type": "date", "jsonPath": ".status.lastScheduleTime"},
     # A string, not a date: kubectl prints a date in the future as <invalid>.
     {"name": "Next Run", "type": "string", "jsonPath": ".status.nextRunTimes[0]"},
+    {"name": "Last Result", "type": "string", "jsonPath": ".status.lastResult"},
     {"name": "Missed", "type": "integer", "jsonPath": ".status.missedRuns"},
     {
         "name": "Ready",
@@ -34,6 +35,18 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "TimeZone", "type": "string", "jsonPath": ".spec.timeZone", "priority": 1},
+    {
+        "name": "Last Duration",
+        "type": "number",
+        "jsonPath": ".status.recentRuns[0].durationSeconds",
+        "priority": 1,
+    },
+    {
+        "name": "Failures",
+        "type": "integer",
+        "jsonPath": ".status.consecutiveFailures",
+        "priority": 1,
+    },  # fmt: skip
 ]
 
 

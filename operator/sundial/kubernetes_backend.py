@@ -28,6 +28,7 @@ from sundial.missed import (
 )
 from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
 from sundial.ownwrites import OwnWrites
+from sundial.runs import job_run, limits, run_history
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.watchcache import job_record
 from sundial.workqueue import Retry
@@ -165,12 +166,16 @@ class KubernetesBackend:
                 evidence, confirmed=True, confirmed_slots=await self._slots_beyond_cache(sj)
             )
             judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
-        status = st.kubernetes_status(sj, live, table, judgement, now=now, notes=notes)
+        observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
+                                              *self.cache.jobs(key)]]  # fmt: skip
+        history = run_history(sj.status, observed, limits(sj.spec), now, complete=True)
+        status = st.kubernetes_status(sj, live, table, judgement, history, now=now, notes=notes)
         # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
-        if judgement.recheck_at is not None:
-            wake.append((judgement.recheck_at - now).total_seconds())
-        return Outcome(status, min(wake, default=None), judgement.new_runs)
+        for moment in (judgement.recheck_at, history.wake_at):
+            if moment is not None:
+                wake.append(max((moment - now).total_seconds(), 0.0))
+        return Outcome(status, min(wake, default=None), judgement.new_runs, history)
 
     async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
         """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and

@@ -8,9 +8,15 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from sundial.models import MissedRun
+from sundial.models import MissedRun, ScheduledJobStatus
+from sundial.runs import RunHistory
 
 Key = tuple[str, str]
+
+# Few buckets: every series is per ScheduledJob (cardinality = objects x buckets).
+DURATION_BUCKETS = (1, 10, 60, 300, 900, 3600, 4 * 3600, float("inf"))
+DELAY_BUCKETS = (1, 5, 15, 60, 300, float("inf"))
+WATCHED_CONDITIONS = ("RunsMissed", "RunsFailing", "RunTooLong")
 
 
 class Metrics:
@@ -49,7 +55,35 @@ class Metrics:
             "sundial_temporal_requests", "Requests made to Temporal (all connections).",
             registry=self.registry,
         )  # fmt: skip
+        object_labels = ["namespace", "name", "backend"]
+        self.runs_total = Counter(
+            "sundial_runs", "Runs that ended, by result (Succeeded, Failed, TimedOut, ...).",
+            [*object_labels, "result"], registry=self.registry,
+        )  # fmt: skip
+        self.run_duration = Histogram(
+            "sundial_run_duration_seconds", "How long each run that ended took.",
+            object_labels, buckets=DURATION_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.start_delay = Histogram(
+            "sundial_run_start_delay_seconds", "How late each run started after its slot.",
+            object_labels, buckets=DELAY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.consecutive_failures = Gauge(
+            "sundial_consecutive_failures", "Failed or timed-out runs since the last success.",
+            object_labels, registry=self.registry,
+        )  # fmt: skip
+        self.running_runs = Gauge(
+            "sundial_running_runs", "Runs in progress.", object_labels, registry=self.registry
+        )
+        self.condition = Gauge(
+            "sundial_condition",
+            "1 while the ScheduledJob's condition is True (RunsFailing, RunTooLong, RunsMissed): "
+            "alerts on it respect failureThreshold and maxRunDuration.",
+            [*object_labels, "condition"], registry=self.registry,
+        )  # fmt: skip
         self._labelled: dict[Key, str] = {}
+        self._results: dict[Key, set[str]] = {}
+        self._reasons: dict[Key, set[tuple[str, str]]] = {}
 
     def measured(
         self, reconcile: Callable[[Key], Awaitable[float | None]]
@@ -72,35 +106,72 @@ class Metrics:
         start_http_server(port, registry=self.registry)
 
     def runs(self, key: Key, backend: str, new_runs: list[MissedRun]) -> None:
+        self._label(key, backend)
         for run in new_runs:
             if run.reason == "Unknown":
                 self.unknown.labels(*key, backend).inc()
                 continue
             counter = self.skipped if run.reason == "OverlapSkipped" else self.missed
             counter.labels(*key, backend, run.reason).inc()
+            self._reasons.setdefault(key, set()).add((backend, run.reason))
 
     def times(
         self, key: Key, backend: str, last_run: datetime | None, next_run: datetime | None
     ) -> None:
-        old_backend = self._labelled.get(key)
-        if old_backend is not None and old_backend != backend:
-            self.forget(key)
-        self._labelled[key] = backend
+        self._label(key, backend)
         for gauge, moment in ((self.last_run, last_run), (self.next_run, next_run)):
             if moment is None:
                 _remove(gauge, *key, backend)
             else:
                 gauge.labels(*key, backend).set(moment.timestamp())
 
+    def history(
+        self, key: Key, backend: str, history: RunHistory | None, status: ScheduledJobStatus
+    ) -> None:
+        """The runs newly started and ended in a pass, and the gauges of where runs stand."""
+        self._label(key, backend)
+        for run in history.newly_finished if history else []:
+            self.runs_total.labels(*key, backend, run.result).inc()
+            self._results.setdefault(key, set()).add(run.result)
+            if run.duration_seconds is not None:
+                self.run_duration.labels(*key, backend).observe(run.duration_seconds)
+        for run in history.newly_started if history else []:
+            if run.start_delay_seconds is not None:
+                self.start_delay.labels(*key, backend).observe(max(run.start_delay_seconds, 0))
+        if history is not None:
+            self.consecutive_failures.labels(*key, backend).set(history.consecutive_failures)
+            self.running_runs.labels(*key, backend).set(history.running)
+        present = {c.type: c.status for c in status.conditions}
+        for name in WATCHED_CONDITIONS:
+            if name in present:
+                self.condition.labels(*key, backend, name).set(present[name] == "True")
+            else:
+                _remove(self.condition, *key, backend, name)
+
+    def _label(self, key: Key, backend: str) -> None:
+        old_backend = self._labelled.get(key)
+        if old_backend is not None and old_backend != backend:
+            self.forget(key)
+        self._labelled[key] = backend
+
     def forget(self, key: Key) -> None:
-        """Drop the gauges of a deleted ScheduledJob; its counters keep their last value."""
+        """Drop every series of a deleted ScheduledJob (or of its old backend)."""
         backend = self._labelled.pop(key, None)
         if backend is None:
             return
-        for gauge in (self.last_run, self.next_run):
-            _remove(gauge, *key, backend)
+        labels = (*key, backend)
+        for metric in (self.last_run, self.next_run, self.run_duration, self.start_delay,
+                       self.consecutive_failures, self.running_runs, self.unknown):  # fmt: skip
+            _remove(metric, *labels)
+        for result in self._results.pop(key, set()):
+            _remove(self.runs_total, *labels, result)
+        for name in WATCHED_CONDITIONS:
+            _remove(self.condition, *labels, name)
+        for counted_backend, reason in self._reasons.pop(key, set()):
+            _remove(self.missed, *key, counted_backend, reason)
+            _remove(self.skipped, *key, counted_backend, reason)
 
 
-def _remove(metric: Gauge, *labels: str) -> None:
+def _remove(metric: Gauge | Counter | Histogram, *labels: str) -> None:
     with contextlib.suppress(KeyError):
         metric.remove(*labels)

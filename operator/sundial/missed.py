@@ -54,6 +54,12 @@ class JobRecord:
     finished_at: datetime | None = None
     succeeded: bool = False
     failed: bool = False
+    name: str = ""
+    # The Failed condition's reason and message (BackoffLimitExceeded, DeadlineExceeded).
+    reason: str | None = None
+    message: str | None = None
+    # Seen deleted (its last state): Replace, a TTL, the history limits, or a person.
+    deleted: bool = False
 
     def active_at(self, moment: datetime) -> bool:
         began = self.start_time or self.created

@@ -231,6 +231,49 @@ class ConnectionRef(ApiModel):
     name: str = Field(description="The connection's name.", min_length=1, max_length=253)
 
 
+class MonitoringSpec(ApiModel):
+    """What a healthy run looks like, declared once for both backends (docs/monitoring.md)."""
+
+    start_grace: str | None = Field(
+        default=None,
+        description="How late a run may start before it is marked late (startDelay beyond "
+        "it). Default 60s, plus spec.jitter on temporal.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    max_run_duration: str | None = Field(
+        default=None,
+        description="A run still going after this is TimedOut in status (while it runs, and "
+        "after) and sets RunTooLong. Reported, not enforced: to stop such a run, set the "
+        "Job's activeDeadlineSeconds or workflow.executionTimeout.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "duration(self) >= duration('1s')",
+                    "monitoring.maxRunDuration must be at least 1s",
+                )
+            ]
+        },
+    )
+    failure_threshold: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="Consecutive failed runs (Failed or TimedOut) before RunsFailing turns True.",
+    )
+    recovery_threshold: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="Consecutive successful runs before RunsFailing turns False again.",
+    )
+    recent_runs_limit: int = Field(
+        default=10, ge=0, le=50, description="Runs listed in status.recentRuns, newest first."
+    )
+
+
 _TEMPORAL_ONLY_RULES: list[JsonValue] = [
     _cel(
         "!has(self.interval) || self.backend == 'temporal'",
@@ -334,6 +377,11 @@ class ScheduledJobSpec(ApiModel):
     workflow: WorkflowSpec | None = Field(
         default=None, description="What runs on the temporal backend."
     )
+    monitoring: MonitoringSpec | None = Field(
+        default=None,
+        description="Thresholds for late, too long and failing runs (default: a run is late "
+        "after 60s, one failure sets RunsFailing, one success clears it).",
+    )
     temporal_connection_ref: ConnectionRef | None = Field(
         default=None,
         description="The TemporalConnection or ClusterTemporalConnection the schedule is "
@@ -428,6 +476,41 @@ class MissedRun(ApiModel):
     )
 
 
+RunResult = Literal[
+    "Running", "Succeeded", "Failed", "TimedOut", "Cancelled", "Terminated",
+    # The run's end was not seen (its Job went while the operator was not watching).
+    "Unknown",
+]  # fmt: skip
+
+
+class RecentRun(ApiModel):
+    """One run, the same shape on both backends (docs/monitoring.md has each field's
+    source per backend)."""
+
+    scheduled_time: datetime = Field(description="The slot the run was for.")
+    start_time: datetime | None = Field(default=None, description="When it started.")
+    completion_time: datetime | None = Field(default=None, description="When it ended.")
+    result: RunResult
+    duration_seconds: float | None = Field(
+        default=None, description="completionTime - startTime, once it ended."
+    )
+    start_delay_seconds: float | None = Field(
+        default=None, description="startTime - scheduledTime."
+    )
+    late: bool | None = Field(
+        default=None, description="True when startDelay exceeded monitoring.startGrace."
+    )
+    reason: str | None = Field(
+        default=None,
+        description="Why it failed or ended: the Job condition's reason (BackoffLimitExceeded, "
+        "DeadlineExceeded) or the workflow's failure type; MaxRunDurationExceeded.",
+    )
+    message: str | None = Field(default=None, max_length=1024)
+    job_name: str | None = Field(default=None, description="The Job (kubernetes).")
+    workflow_id: str | None = Field(default=None, description="The workflow (temporal).")
+    run_id: str | None = Field(default=None, description="The workflow run (temporal).")
+
+
 class TemporalCounters(ApiModel):
     """describe() counters as last seen; a rise since then is a newly missed or skipped run."""
 
@@ -472,6 +555,23 @@ class ScheduledJobStatus(ApiModel):
         default=None, description="When the latest successful run finished."
     )
     active: int | None = Field(default=None, description="Runs in progress.")
+    last_failed_time: datetime | None = Field(
+        default=None, description="When the latest failed or timed-out run ended."
+    )
+    last_result: str | None = Field(
+        default=None,
+        description="The newest run's result, or Suspended while spec.suspend is true.",
+    )
+    consecutive_failures: int | None = Field(
+        default=None, description="Failed or timed-out runs since the last success."
+    )
+    consecutive_successes: int | None = Field(
+        default=None, description="Successful runs since the last failure."
+    )
+    recent_runs: list[RecentRun] = Field(
+        default_factory=list, max_length=50, description="The latest runs, newest first."
+    )
+
     next_run_times: list[datetime] = Field(
         default_factory=list,
         description="The next scheduled runs, by the backend's own cron semantics.",

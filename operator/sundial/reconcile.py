@@ -39,6 +39,13 @@ RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
 }
 
 
+# Event reasons when a run condition turns True, and back to False.
+RUN_CONDITION_EVENTS = {
+    st.RUNS_FAILING: ("RunsFailing", "RunsRecovered"),
+    st.RUN_TOO_LONG: ("RunTooLong", "RunDurationRecovered"),
+}
+
+
 class _Gone(Exception):
     """The cached ScheduledJob is not (or no longer) the one on the server."""
 
@@ -101,7 +108,7 @@ class Reconciler:
         await self._announce(sj, outcome.status, now)
         await self._write_status(sj, body, outcome.status)
         await self._announce_runs(sj, outcome.new_runs, now)
-        self.metrics.runs(key, sj.spec.backend, outcome.new_runs)
+        self._settle_runs(key, sj, outcome)
         next_runs = outcome.status.next_run_times
         self.metrics.times(
             key, sj.spec.backend, outcome.status.last_schedule_time,
@@ -127,9 +134,18 @@ class Reconciler:
             return retry_after
         await self._report(sj, body, problem.reason, problem.message, now, running.status)
         await self._announce_runs(sj, running.new_runs, now)
-        self.metrics.runs(key, sj.spec.backend, running.new_runs)
+        self._settle_runs(key, sj, running)
         wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
         return min(wakes, default=None)
+
+    def _settle_runs(self, key: Key, sj: ScheduledJob, outcome: Outcome) -> None:
+        """After the status holding them is written: count the runs in metrics once, and
+        let the cache drop the deleted Jobs the status now lists."""
+        backend = sj.spec.backend
+        self.metrics.runs(key, backend, outcome.new_runs)
+        self.metrics.history(key, backend, outcome.history, outcome.status)
+        if outcome.history is not None and outcome.history.observed_jobs:
+            self.cache.forget_departed(key, set(outcome.history.observed_jobs))
 
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
         if body is None:
@@ -202,6 +218,7 @@ class Reconciler:
 
     async def _announce(self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime) -> None:
         """Warning Events for what a healthy pass newly reports (once, not every pass)."""
+        await self._announce_run_conditions(sj, new, now)
         old_ready = st.find_condition(sj.status.conditions, st.READY)
         new_ready = st.find_condition(new.conditions, st.READY)
         old_message = old_ready.message if old_ready else ""
@@ -217,6 +234,20 @@ class Reconciler:
             await self.events.record(
                 sj, "Warning", "CronSemanticsDiffer", DAY_SEMANTICS_NOTE, now=now
             )
+
+    async def _announce_run_conditions(
+        self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime
+    ) -> None:
+        """One Event per change of RunsFailing or RunTooLong: failing, recovered, too long."""
+        for type_, (true_reason, false_reason) in RUN_CONDITION_EVENTS.items():
+            old = st.find_condition(sj.status.conditions, type_)
+            current = st.find_condition(new.conditions, type_)
+            if current is None or (old is not None and old.status == current.status):
+                continue
+            if current.status == "True":
+                await self.events.record(sj, "Warning", true_reason, current.message, now=now)
+            elif old is not None and old.status == "True":
+                await self.events.record(sj, "Normal", false_reason, current.message, now=now)
 
     async def _announce_runs(
         self, sj: ScheduledJob, new_runs: list[MissedRun], now: datetime

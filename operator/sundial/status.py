@@ -22,11 +22,14 @@ from sundial.models import (
     ScheduledJob,
     ScheduledJobStatus,
 )
+from sundial.runs import Limits, RunHistory, limits
 from sundial.schedule import Timetable
 from sundial.temporal_schedule import SWITCH_NOTE
 
 READY = "Ready"
 RUNS_MISSED = "RunsMissed"
+RUNS_FAILING = "RunsFailing"
+RUN_TOO_LONG = "RunTooLong"
 RECONCILED = "Reconciled"
 PAUSED_IN_TEMPORAL = "PausedInTemporal"
 SWITCHING = "Switching"
@@ -173,6 +176,101 @@ def runs_missed(
     return old or make("False", "NoMissedRuns", "no run has been missed")
 
 
+def runs_failing(
+    previous: list[Condition],
+    history: RunHistory,
+    limits: Limits,
+    *,
+    now: datetime,
+    generation: int,
+) -> Condition:
+    """True once failureThreshold runs in a row failed (or timed out), False again once
+    recoveryThreshold runs in a row succeeded: one bad or good run alone does not flip it
+    when the thresholds say so."""
+    old = find_condition(previous, RUNS_FAILING)
+    failures, successes = history.consecutive_failures, history.consecutive_successes
+
+    def make(status: ConditionStatus, reason: str, message: str) -> Condition:
+        return condition(previous, RUNS_FAILING, status, reason, message, now=now,
+                         generation=generation)  # fmt: skip
+
+    if failures >= limits.failure_threshold:
+        failed = next((r for r in history.recent_runs if r.result in ("Failed", "TimedOut")
+                       and r.completion_time is not None), None)  # fmt: skip
+        latest = ""
+        if failed is not None:
+            why = f" ({failed.reason})" if failed.reason else ""
+            when = iso(failed.scheduled_time)
+            latest = f"; the latest, scheduled for {when}: {failed.result}{why}"
+            latest += f": {failed.message}" if failed.message else ""
+        return make(
+            "True", "ConsecutiveFailures",
+            f"{failures} run(s) in a row failed (failureThreshold {limits.failure_threshold})"
+            f"{latest}",
+        )  # fmt: skip
+    if old is not None and old.status == "True":
+        if successes >= limits.recovery_threshold:
+            return make("False", "Recovered",
+                        f"{successes} run(s) in a row succeeded (recoveryThreshold "
+                        f"{limits.recovery_threshold})")  # fmt: skip
+        return old
+    if failures:
+        return make("False", "BelowThreshold",
+                    f"{failures} run(s) in a row failed, fewer than failureThreshold "
+                    f"{limits.failure_threshold}")  # fmt: skip
+    return (
+        old
+        if old is not None and old.reason == "Recovered"
+        else make("False", "NoFailures", "no run has failed since the last success")
+    )
+
+
+def run_too_long(
+    previous: list[Condition],
+    history: RunHistory,
+    limits: Limits,
+    *,
+    now: datetime,
+    generation: int,
+) -> Condition | None:
+    """With monitoring.maxRunDuration: True while a run goes on past it, and after such a
+    run until a later one ends within it. None (no condition) without one."""
+    if limits.max_run_duration is None:
+        return None
+    limit = f"{limits.max_run_duration.total_seconds():g}s"
+
+    def make(status: ConditionStatus, reason: str, message: str) -> Condition:
+        return condition(previous, RUN_TOO_LONG, status, reason, message, now=now,
+                         generation=generation)  # fmt: skip
+
+    going = [r for r in history.recent_runs if r.result == "TimedOut" and r.completion_time is None]
+    if going:
+        run = going[-1]
+        return make("True", "RunningTooLong",
+                    f"the run scheduled for {iso(run.scheduled_time)} has been running longer "
+                    f"than maxRunDuration {limit}")  # fmt: skip
+    ended = [r for r in history.recent_runs if r.duration_seconds is not None]
+    if not ended:
+        return find_condition(previous, RUN_TOO_LONG) or make(
+            "False", "WithinMaxRunDuration", f"no run has taken longer than {limit}"
+        )
+    latest = max(ended, key=lambda r: r.completion_time or r.scheduled_time)
+    if latest.reason == "MaxRunDurationExceeded":
+        took = f"{latest.duration_seconds:g}s"
+        return make("True", "LastRunTooLong",
+                    f"the run scheduled for {iso(latest.scheduled_time)} took {took}, longer "
+                    f"than maxRunDuration {limit}")  # fmt: skip
+    return make("False", "WithinMaxRunDuration",
+                f"the latest run took {latest.duration_seconds:g}s, within {limit}")  # fmt: skip
+
+
+def last_result(sj: ScheduledJob, recent: list[Any]) -> str | None:
+    """What `kubectl get` shows as LAST RESULT."""
+    if sj.spec.suspend:
+        return "Suspended"
+    return recent[0].result if recent else None
+
+
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -184,14 +282,16 @@ def _ready_status(
     message: str,
     notes: list[str] | None,
     judgement: Judgement,
+    history: RunHistory,
     now: datetime,
     waiting_for: str | None = None,
     **observed: Any,
 ) -> ScheduledJobStatus:
     """The status of a ScheduledJob whose backend is in step: what the backend reports,
-    and the run tally moved on by this pass's judgement."""
+    the run tally moved on by this pass's judgement, and the runs' history."""
     previous = sj.status
     generation = sj.metadata.generation
+    run_limits = limits(sj.spec)
     ready = condition(
         previous.conditions, READY, "True", reason, "; ".join([message, *(notes or [])]),
         now=now, generation=generation,
@@ -208,6 +308,17 @@ def _ready_status(
         conditions, runs_missed(previous.conditions, runs, judgement, now=now,
                                 generation=generation)
     )  # fmt: skip
+    conditions = with_condition(
+        conditions, runs_failing(previous.conditions, history, run_limits, now=now,
+                                 generation=generation)
+    )  # fmt: skip
+    too_long = run_too_long(previous.conditions, history, run_limits, now=now,
+                            generation=generation)  # fmt: skip
+    conditions = (
+        with_condition(conditions, too_long)
+        if too_long is not None
+        else [c for c in conditions if c.type != RUN_TOO_LONG]
+    )
     conditions = _with_switching(
         conditions,
         switching(sj, previous.conditions, sj.spec.backend, waiting_for=waiting_for, now=now),
@@ -221,6 +332,12 @@ def _ready_status(
         last_missed_time=runs.last_missed_time,
         recent_missed_runs=runs.recent_missed_runs,
         run_accounting=judgement.accounting,
+        recent_runs=history.recent_runs,
+        last_result=last_result(sj, history.recent_runs),
+        last_successful_time=history.last_successful_time,
+        last_failed_time=history.last_failed_time,
+        consecutive_failures=history.consecutive_failures,
+        consecutive_successes=history.consecutive_successes,
         **observed,
     )
 
@@ -230,6 +347,7 @@ def kubernetes_status(
     cronjob: dict[str, Any],
     table: Timetable,
     judgement: Judgement,
+    history: RunHistory,
     *,
     now: datetime,
     notes: list[str] | None = None,
@@ -242,12 +360,12 @@ def kubernetes_status(
         message="CronJob is in step with the spec",
         notes=notes,
         judgement=judgement,
+        history=history,
         now=now,
         backend_ref=BackendRef(
             kind="CronJob", name=cronjob_name(sj.metadata.name), namespace=sj.metadata.namespace
         ),
         last_schedule_time=parse_time(observed.get("lastScheduleTime")),
-        last_successful_time=parse_time(observed.get("lastSuccessfulTime")),
         active=len(observed.get("active") or []),
         next_run_times=[] if sj.spec.suspend else table.next_runs(now, NEXT_RUN_COUNT),
         spec_hash=(cronjob.get("metadata", {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION),
@@ -258,6 +376,7 @@ def temporal_status(
     sj: ScheduledJob,
     description: ScheduleDescription,
     judgement: Judgement,
+    history: RunHistory,
     *,
     ref: BackendRef,
     spec_hash: str,
@@ -290,6 +409,7 @@ def temporal_status(
         message=message,
         notes=notes,
         judgement=judgement,
+        history=history,
         now=now,
         waiting_for=waiting_for,
         backend_ref=ref,

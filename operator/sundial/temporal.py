@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio.client import (
     Client,
@@ -20,6 +20,7 @@ from temporalio.client import (
     ScheduleDescription,
     ScheduleUpdate,
     ScheduleUpdateInput,
+    WorkflowHistoryEventFilterType,
 )
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
@@ -311,6 +312,49 @@ class Temporal:
             else:
                 await handle.unpause(note=note, rpc_timeout=RPC_TIMEOUT)
 
+    async def look_up_run(self, connection: Connection, workflow_id: str) -> RunLookup | None:
+        """A workflow a schedule started, as the server has it (the latest run of its
+        chain); None if the server no longer has it (past the namespace's retention). A
+        failed one costs a second request, for its close event's failure."""
+        try:
+            async with self._call(connection, "describe the workflow") as client:
+                handle = client.get_workflow_handle(workflow_id)
+                described = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        status = described.status.name if described.status is not None else "RUNNING"
+        failure_type = failure_message = None
+        if status == "FAILED":
+            failure_type, failure_message = await self._failure(connection, workflow_id)
+        return RunLookup(
+            status=status,
+            run_id=described.run_id,
+            start_time=described.start_time,
+            close_time=described.close_time,
+            failure_type=failure_type,
+            failure_message=failure_message,
+        )
+
+    async def _failure(self, connection: Connection, workflow_id: str) -> tuple[str, str]:
+        async with self._call(connection, "read the workflow's close event") as client:
+            handle = client.get_workflow_handle(workflow_id)
+            async for event in handle.fetch_history_events(
+                event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT,
+                rpc_timeout=RPC_TIMEOUT,
+            ):
+                failure = event.workflow_execution_failed_event_attributes.failure
+                while failure.HasField("cause") and not failure.application_failure_info.type:
+                    failure = failure.cause
+                kind = (
+                    failure.application_failure_info.type
+                    or failure.WhichOneof("failure_info")
+                    or "WorkflowFailed"
+                )
+                return _camel(kind), failure.message
+        return "WorkflowFailed", ""
+
     async def delete(self, connection: Connection, schedule_id: str) -> None:
         try:
             async with self._call(connection, "delete the schedule") as client:
@@ -318,6 +362,27 @@ class Temporal:
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+
+@dataclass(frozen=True)
+class RunLookup:
+    """A workflow execution, in plain values (status: the SDK's status name)."""
+
+    status: str
+    run_id: str
+    start_time: datetime | None
+    close_time: datetime | None
+    failure_type: str | None = None
+    failure_message: str | None = None
+
+
+def _camel(kind: str) -> str:
+    """application_failure_info stays as the application's type; a proto field name
+    (timeout_failure_info) becomes TimeoutFailure."""
+    if "_" not in kind:
+        return kind
+    words = kind.removesuffix("_info").split("_")
+    return "".join(word.capitalize() for word in words)
 
 
 def _credentials_refused(connection: Connection, why: str, reason: str) -> TemporalRejected:

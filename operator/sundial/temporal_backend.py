@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
 from sundial import status as st
@@ -24,6 +25,7 @@ from sundial.missed import (
     timetable_hash,
 )
 from sundial.models import BackendRef, ConnectionRef, ScheduledJob, TemporalCounters
+from sundial.runs import ObservedRun, is_finished, limits, run_history, workflow_run
 from sundial.schedule import Timetable, both_days_restricted, parse_duration
 from sundial.temporal import (
     Connection,
@@ -53,6 +55,11 @@ TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
 # down): with this annotation set to "true", the finalizer and a move of the schedule give
 # up on it, with a Warning Event naming what may be left to delete by hand.
 ABANDON_ANNOTATION = "sundial.dev/abandon-schedule"
+# Executions looked up per pass (one describe each, two for a failed one): a backlog of
+# ended runs is worked off over passes, within the request budget.
+MAX_RUN_LOOKUPS = 10
+_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+_UNSPECIFIED = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 
 
 @dataclass(frozen=True)
@@ -125,11 +132,14 @@ class TemporalBackend:
         except TemporalRejected as error:
             raise SpecProblem(error.reason, str(error)) from None
         judgement = self._judge(sj, table, description, now)
+        observed = await self._observe_runs(sj, prepared.connection, description)
+        history = run_history(sj.status, observed, limits(sj.spec), now, complete=False)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
             sj,
             description,
             judgement,
+            history,
             ref=BackendRef(
                 kind="TemporalSchedule",
                 namespace=prepared.connection.namespace,
@@ -142,7 +152,55 @@ class TemporalBackend:
             now=now,
             notes=notes,
         )
-        return Outcome(status, self.config.temporal_resync_seconds, judgement.new_runs)
+        requeue = self.config.temporal_resync_seconds
+        if history.wake_at is not None:
+            requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
+        return Outcome(status, requeue, judgement.new_runs, history)
+
+    async def _observe_runs(
+        self, sj: ScheduledJob, connection: Connection, description: ScheduleDescription
+    ) -> list[ObservedRun]:
+        """The runs of the schedule's recent actions that are not settled in status yet.
+        Going ones come from describe() itself; each one that ended is looked up once
+        (then it is settled), within MAX_RUN_LOOKUPS per pass, so the cost is about one
+        request per run, not per pass."""
+        info = description.raw_description.info
+        running = {execution.workflow_id for execution in info.running_workflows}
+        listed = {r.workflow_id: r for r in sj.status.recent_runs if r.workflow_id}
+        observed: list[ObservedRun] = []
+        to_look_up: list[tuple[str, datetime, datetime | None]] = []
+        for action in info.recent_actions:
+            workflow_id = action.start_workflow_result.workflow_id
+            before = listed.pop(workflow_id, None)
+            if not workflow_id or (before is not None and is_finished(before)):
+                continue
+            scheduled = action.schedule_time.ToDatetime(tzinfo=UTC)
+            started: datetime | None = action.actual_time.ToDatetime(tzinfo=UTC)
+            status = action.start_workflow_status
+            # The status is eventually consistent, and absent on older servers: then
+            # only the schedule's list of running workflows says it is still going.
+            if status == _RUNNING or (status == _UNSPECIFIED and workflow_id in running):
+                observed.append(workflow_run(
+                    workflow_id, scheduled, status="RUNNING", start_time=started,
+                    run_id=action.start_workflow_result.run_id,
+                ))  # fmt: skip
+            else:
+                to_look_up.append((workflow_id, scheduled, started))
+        # Listed as going but no longer among the recent actions (more runs since).
+        to_look_up += [(wid, r.scheduled_time, r.start_time) for wid, r in listed.items()
+                       if not is_finished(r)]  # fmt: skip
+        for workflow_id, scheduled, started in to_look_up[:MAX_RUN_LOOKUPS]:
+            found = await self.temporal.look_up_run(connection, workflow_id)
+            if found is None:
+                observed.append(workflow_run(workflow_id, scheduled, status=None,
+                                             start_time=started))  # fmt: skip
+                continue
+            observed.append(workflow_run(
+                workflow_id, scheduled, status=found.status, run_id=found.run_id,
+                start_time=found.start_time or started, close_time=found.close_time,
+                failure_type=found.failure_type, failure_message=found.failure_message,
+            ))  # fmt: skip
+        return observed
 
     async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
         """Switching from kubernetes: create the schedule paused, so Temporal's own verdict

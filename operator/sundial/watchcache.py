@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +32,8 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 # Deletions remembered per resource until a re-list that began after them; beyond this many
 # (a mass deletion within one re-list period) the oldest go, and the cache is as before.
 MAX_TOMBSTONES = 10_000
+# Deleted Jobs kept per owner until the status lists their runs (bounded either way).
+MAX_DEPARTED_PER_OWNER = 16
 
 
 def job_record(job: dict[str, Any]) -> JobRecord | None:
@@ -61,6 +63,9 @@ def job_record(job: dict[str, Any]) -> JobRecord | None:
         finished_at=finished_at,
         succeeded=succeeded,
         failed=failed,
+        name=meta.get("name", ""),
+        reason=conditions["Failed"].get("reason") if failed else None,
+        message=conditions["Failed"].get("message") if failed else None,
     )
 
 
@@ -168,6 +173,7 @@ class WatchCache:
         self._jobs = _Entries()  # keyed by (namespace, job name)
         self._jobs_by_owner: dict[Key, set[Key]] = defaultdict(set)
         self._seen: dict[Key, set[datetime]] = defaultdict(set)
+        self._departed: dict[Key, dict[str, JobRecord]] = defaultdict(dict)
         self.watching_since = datetime.now(UTC)
 
     # ---- fed by list and watch -------------------------------------------------------
@@ -187,6 +193,7 @@ class WatchCache:
         """`resource_version`: the deleted object's last one (the DELETED event's)."""
         self._scheduledjobs.remove(key, _number(resource_version))
         self._seen.pop(key, None)
+        self._departed.pop(key, None)
 
     def put_cronjob(self, obj: dict[str, Any]) -> Key | None:
         owner = owner_key(obj)
@@ -221,6 +228,13 @@ class WatchCache:
         self._jobs.remove(job, resource_version(obj))
         if entry is not None:
             self._jobs_by_owner[entry["owner"]].discard(job)
+            # Its last state stays until the status lists the run (ttlSecondsAfterFinished
+            # 0 deletes a Job as it ends, before a pass may have seen the end).
+            record = job_record(obj) or entry["record"]
+            departed = self._departed[entry["owner"]]
+            departed[job[1]] = replace(record, deleted=True)
+            while len(departed) > MAX_DEPARTED_PER_OWNER:
+                del departed[next(iter(departed))]
         return owner_key(obj)
 
     def prune(self, kind: str, listed: set[Key], list_started: float) -> list[Key]:
@@ -238,6 +252,19 @@ class WatchCache:
         if len(slots) > 64:
             horizon = datetime.now(UTC) - SEEN_SLOTS_KEPT
             slots.difference_update({s for s in slots if s < horizon})
+
+    def departed_jobs(self, key: Key) -> list[JobRecord]:
+        """Jobs seen deleted whose run the status may not list yet, as last seen."""
+        return list(self._departed.get(key, {}).values())
+
+    def forget_departed(self, key: Key, names: set[str]) -> None:
+        """These Jobs' runs are in the status the server holds: their records can go."""
+        departed = self._departed.get(key)
+        if departed:
+            for name in names & departed.keys():
+                del departed[name]
+            if not departed:
+                del self._departed[key]
 
     def forget_slots_before(self, key: Key, watermark: datetime) -> None:
         """Slots before a watermark written to status are never judged again: what is

@@ -50,9 +50,12 @@ def test_printer_columns() -> None:
     version = yaml.safe_load(CRD_FILE.read_text())["spec"]["versions"][0]
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
     assert list(columns) == [
-        "Backend", "Schedule", "Suspend", "Last Run", "Next Run", "Missed", "Ready", "Age",
-        "TimeZone",
+        "Backend", "Schedule", "Suspend", "Last Run", "Next Run", "Last Result", "Missed",
+        "Ready", "Age", "TimeZone", "Last Duration", "Failures",
     ]  # fmt: skip
     assert columns["Next Run"]["type"] == "string"
     assert columns["TimeZone"]["priority"] == 1
+    # -o wide only: the newest run's duration and the failing streak.
+    assert columns["Last Duration"]["priority"] == 1
+    assert columns["Failures"]["priority"] == 1
     assert version["subresources"] == {"status": {}}

@@ -1,0 +1,305 @@
+"""Every run's outcome, duration and lateness, and the failing and recovering streaks. Pure;
+`now` is passed in.
+
+The backends say what their runs look like now (`ObservedRun`: the Jobs in the watch cache,
+the workflow executions a schedule started); `run_history` merges that with the runs the
+previous status listed, so a run stays listed after its Job or execution is gone, and moves
+the streak counters by the runs that ended since the last pass. A run is counted once: when
+it is seen ended and its end is after every end counted before (lastSuccessfulTime,
+lastFailedTime), or it is one of the ends already listed. docs/monitoring.md has the
+definitions for users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sundial.missed import JobRecord
+from sundial.models import (
+    MonitoringSpec,
+    RecentRun,
+    RunResult,
+    ScheduledJobSpec,
+    ScheduledJobStatus,
+)
+from sundial.schedule import parse_duration
+
+DEFAULT_START_GRACE = timedelta(seconds=60)
+MAX_RUN_DURATION_EXCEEDED = "MaxRunDurationExceeded"
+FAILED_RESULTS: frozenset[RunResult] = frozenset({"Failed", "TimedOut"})
+MESSAGE_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """A run as its backend shows it in this pass."""
+
+    scheduled_time: datetime
+    result: RunResult
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+    job_name: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """spec.monitoring with its defaults filled in."""
+
+    start_grace: timedelta = DEFAULT_START_GRACE
+    max_run_duration: timedelta | None = None
+    failure_threshold: int = 1
+    recovery_threshold: int = 1
+    recent_runs: int = 10
+
+
+def limits(spec: ScheduledJobSpec) -> Limits:
+    monitoring = spec.monitoring or MonitoringSpec()
+    jitter = parse_duration(spec.jitter) if spec.jitter else timedelta(0)
+    grace = (
+        parse_duration(monitoring.start_grace)
+        if monitoring.start_grace
+        else DEFAULT_START_GRACE + jitter
+    )
+    return Limits(
+        start_grace=grace,
+        max_run_duration=(
+            parse_duration(monitoring.max_run_duration) if monitoring.max_run_duration else None
+        ),
+        failure_threshold=monitoring.failure_threshold,
+        recovery_threshold=monitoring.recovery_threshold,
+        recent_runs=monitoring.recent_runs_limit,
+    )
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    recent_runs: list[RecentRun]
+    consecutive_failures: int
+    consecutive_successes: int
+    last_successful_time: datetime | None
+    last_failed_time: datetime | None
+    # Runs seen started, and seen ended, for the first time in this pass (metrics, Events).
+    newly_started: list[RecentRun] = field(default_factory=list)
+    newly_finished: list[RecentRun] = field(default_factory=list)
+    running: int = 0
+    # When a run still going crosses maxRunDuration: the pass should look again then.
+    wake_at: datetime | None = None
+    # The Jobs this history was built from: once it is written, deleted ones can go.
+    observed_jobs: frozenset[str] = frozenset()
+
+
+def run_key(run: RecentRun | ObservedRun) -> str:
+    """The run's identity: its Job, or its workflow (one workflow id per scheduled action)."""
+    return run.job_name or run.workflow_id or run.scheduled_time.isoformat()
+
+
+def is_finished(run: RecentRun) -> bool:
+    return run.completion_time is not None or run.result in ("Unknown", "Cancelled", "Terminated")
+
+
+def record(observed: ObservedRun, limits: Limits, now: datetime) -> RecentRun:
+    """The status entry of an observed run: durations, lateness, and TimedOut once it ran
+    (or has been running) longer than maxRunDuration."""
+    start, end = observed.start_time, observed.completion_time
+    result, reason, message = observed.result, observed.reason, observed.message
+    delay = (start - observed.scheduled_time).total_seconds() if start is not None else None
+    ran = (end or now) - start if start is not None else None
+    limit = limits.max_run_duration
+    if limit is not None and ran is not None and ran > limit and result in ("Running", "Succeeded"):
+        result, reason = "TimedOut", MAX_RUN_DURATION_EXCEEDED
+        verb = "ran" if end is not None else "has been running"
+        message = f"{verb} longer than monitoring.maxRunDuration ({limit.total_seconds():g}s)"
+    return RecentRun(
+        scheduled_time=observed.scheduled_time,
+        start_time=start,
+        completion_time=end,
+        result=result,
+        duration_seconds=round((end - start).total_seconds(), 3) if start and end else None,
+        start_delay_seconds=round(delay, 3) if delay is not None else None,
+        late=True if delay is not None and delay > limits.start_grace.total_seconds() else None,
+        reason=reason,
+        message=message[:MESSAGE_LIMIT] if message else None,
+        job_name=observed.job_name,
+        workflow_id=observed.workflow_id,
+        run_id=observed.run_id,
+    )
+
+
+def run_history(
+    previous: ScheduledJobStatus,
+    observed: list[ObservedRun],
+    limits: Limits,
+    now: datetime,
+    *,
+    complete: bool,
+) -> RunHistory:
+    """The runs to list, newest first, and the streaks moved by the runs newly ended.
+
+    `complete`: `observed` holds every run the backend still knows (the kubernetes watch
+    cache); a listed run still going that is not among them ended unseen (Unknown). The
+    temporal backend looks runs up within a budget, so what it did not look up stays."""
+    before = {run_key(run): run for run in previous.recent_runs}
+    runs = dict(before)
+    for seen in observed:
+        runs[run_key(seen)] = record(seen, limits, now)
+    observed_keys = {run_key(seen) for seen in observed}
+    if complete:
+        for key, run in before.items():
+            if key not in observed_keys and not is_finished(run):
+                runs[key] = run.model_copy(
+                    update={
+                        "result": "Unknown",
+                        "reason": "NotObserved",
+                        "message": "its Job was gone before Sundial saw it end",
+                    }
+                )
+    counted_until = max(
+        (t for t in (previous.last_successful_time, previous.last_failed_time) if t),
+        default=None,
+    )
+    newly_finished = sorted(
+        (
+            run
+            for key, run in runs.items()
+            if is_finished(run)
+            and not (key in before and is_finished(before[key]))
+            and _after(run, counted_until, listed=key in before)
+        ),
+        key=lambda run: run.completion_time or now,
+    )
+    failures = previous.consecutive_failures or 0
+    successes = previous.consecutive_successes or 0
+    last_success, last_failure = previous.last_successful_time, previous.last_failed_time
+    for run in newly_finished:
+        if run.result == "Succeeded":
+            failures, successes = 0, successes + 1
+            last_success = _later(last_success, run.completion_time)
+        elif run.result in FAILED_RESULTS and run.completion_time is not None:
+            failures, successes = failures + 1, 0
+            last_failure = _later(last_failure, run.completion_time)
+    newly_started = [
+        run
+        for key, run in runs.items()
+        if run.start_time is not None
+        and (key not in before or before[key].start_time is None)
+        and _after(run, counted_until, listed=key in before)
+    ]
+    ordered = sorted(runs.values(), key=lambda run: (run.scheduled_time, run_key(run)))
+    ordered.reverse()
+    going = [run for run in ordered if not is_finished(run)]
+    wakes = [
+        # Just past the limit: at it exactly the run has not yet run longer.
+        run.start_time + limits.max_run_duration + timedelta(seconds=1)
+        for run in going
+        if limits.max_run_duration is not None
+        and run.start_time is not None
+        and run.result == "Running"
+    ]
+    return RunHistory(
+        recent_runs=ordered[: limits.recent_runs],
+        consecutive_failures=failures,
+        consecutive_successes=successes,
+        last_successful_time=last_success,
+        last_failed_time=last_failure,
+        newly_started=newly_started,
+        newly_finished=newly_finished,
+        running=len(going),
+        wake_at=min(wakes, default=None),
+        observed_jobs=frozenset(seen.job_name for seen in observed if seen.job_name),
+    )
+
+
+def _after(run: RecentRun, counted_until: datetime | None, *, listed: bool) -> bool:
+    """Not counted before: a run ended after every counted end (or at the same moment and
+    still listed), or one still going. Older ends (a Job kept by the history limits that
+    fell off the list) were counted when they happened."""
+    moment = run.completion_time or run.start_time
+    if counted_until is None or moment is None or run.completion_time is None:
+        return True
+    return moment > counted_until or (moment == counted_until and listed)
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def job_run(job: JobRecord) -> ObservedRun:
+    """A run on the kubernetes backend, from the Job the CronJob controller made: a
+    DeadlineExceeded failure (activeDeadlineSeconds) is TimedOut; a Job deleted before it
+    ended (Replace, or by hand) is Cancelled."""
+    result: RunResult
+    reason, message = job.reason, job.message
+    if job.succeeded:
+        result = "Succeeded"
+    elif job.failed:
+        result = "TimedOut" if job.reason == "DeadlineExceeded" else "Failed"
+    elif job.deleted:
+        result, reason = "Cancelled", "JobDeleted"
+        message = "the Job was deleted before it ended (concurrencyPolicy Replace, or by hand)"
+    else:
+        result = "Running"
+    return ObservedRun(
+        scheduled_time=job.scheduled_time,
+        result=result,
+        start_time=job.start_time,
+        completion_time=job.finished_at if result != "Cancelled" else None,
+        reason=reason,
+        message=message,
+        job_name=job.name or None,
+    )
+
+
+# A workflow execution's status (the SDK's name for it) as a run's result.
+_WORKFLOW_RESULTS: dict[str, RunResult] = {
+    "RUNNING": "Running",
+    "CONTINUED_AS_NEW": "Running",
+    "COMPLETED": "Succeeded",
+    "FAILED": "Failed",
+    "TIMED_OUT": "TimedOut",
+    "CANCELED": "Cancelled",
+    "TERMINATED": "Terminated",
+}
+
+
+def workflow_run(
+    workflow_id: str,
+    scheduled_time: datetime,
+    *,
+    status: str | None,
+    run_id: str | None = None,
+    start_time: datetime | None = None,
+    close_time: datetime | None = None,
+    failure_type: str | None = None,
+    failure_message: str | None = None,
+) -> ObservedRun:
+    """A run on the temporal backend, from the execution the schedule started; status
+    None: the server no longer has it (past the namespace's retention)."""
+    if status is None:
+        return ObservedRun(
+            scheduled_time=scheduled_time, result="Unknown", start_time=start_time,
+            reason="NotFound", message="Temporal no longer has the workflow (retention)",
+            workflow_id=workflow_id, run_id=run_id,
+        )  # fmt: skip
+    result = _WORKFLOW_RESULTS.get(status, "Running")
+    reasons = {"Failed": failure_type or "WorkflowFailed", "TimedOut": "WorkflowTimedOut",
+               "Cancelled": "WorkflowCancelled", "Terminated": "WorkflowTerminated"}  # fmt: skip
+    reason = reasons.get(result)
+    return ObservedRun(
+        scheduled_time=scheduled_time,
+        result=result,
+        start_time=start_time,
+        completion_time=close_time if result != "Running" else None,
+        reason=reason,
+        message=failure_message or None,
+        workflow_id=workflow_id,
+        run_id=run_id,
+    )

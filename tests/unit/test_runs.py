@@ -1,0 +1,278 @@
+"""Run outcomes, durations, lateness and the failing/recovering streaks (runs.py), and the
+conditions built from them (status.py). Pure: `now` is passed in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sundial import status as st
+from sundial.missed import JobRecord
+from sundial.models import ScheduledJob, ScheduledJobStatus
+from sundial.runs import (
+    Limits,
+    ObservedRun,
+    RunHistory,
+    job_run,
+    limits,
+    record,
+    run_history,
+    workflow_run,
+)
+
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+
+
+def at(minutes: float = 0, seconds: float = 0) -> datetime:
+    return T0 + timedelta(minutes=minutes, seconds=seconds)
+
+
+def job(
+    minute: int, *, ok: bool | None = None, reason: str | None = None, took: float = 5.0,
+    deleted: bool = False,
+) -> JobRecord:  # fmt: skip
+    """The Job of the slot `minute` minutes after T0, started 2 s late."""
+    start = at(minute, 2)
+    return JobRecord(
+        scheduled_time=at(minute),
+        created=at(minute, 1),
+        start_time=start,
+        finished_at=start + timedelta(seconds=took) if ok is not None else None,
+        succeeded=ok is True,
+        failed=ok is False,
+        name=f"nightly-{minute}",
+        reason=reason if ok is False else None,
+        message="boom" if ok is False else None,
+        deleted=deleted,
+    )
+
+
+def sj(**spec: Any) -> ScheduledJob:
+    spec.setdefault("schedule", "* * * * *")
+    spec.setdefault("job", {"image": "busybox"})
+    return ScheduledJob.model_validate(
+        {"metadata": {"name": "nightly", "namespace": "team", "generation": 1}, "spec": spec}
+    )
+
+
+def passes(
+    jobs_per_pass: list[list[JobRecord]], run_limits: Limits | None = None, *, start: float = 10
+) -> tuple[ScheduledJobStatus, list[RunHistory]]:
+    """Each pass sees the Jobs given (what the watch cache holds then), a minute apart,
+    with the previous pass's status."""
+    status = ScheduledJobStatus()
+    histories = []
+    for index, jobs in enumerate(jobs_per_pass):
+        history = run_history(
+            status, [job_run(j) for j in jobs], run_limits or Limits(), at(start + index),
+            complete=True,
+        )  # fmt: skip
+        histories.append(history)
+        status = status.model_copy(
+            update={
+                "recent_runs": history.recent_runs,
+                "consecutive_failures": history.consecutive_failures,
+                "consecutive_successes": history.consecutive_successes,
+                "last_successful_time": history.last_successful_time,
+                "last_failed_time": history.last_failed_time,
+            }
+        )
+    return status, histories
+
+
+def test_a_job_becomes_a_run_with_its_result_and_reason() -> None:
+    assert job_run(job(0, ok=True)).result == "Succeeded"
+    failed = job_run(job(0, ok=False, reason="BackoffLimitExceeded"))
+    assert (failed.result, failed.reason, failed.message) == ("Failed", "BackoffLimitExceeded",
+                                                              "boom")  # fmt: skip
+    # activeDeadlineSeconds is the backend's own run timeout.
+    assert job_run(job(0, ok=False, reason="DeadlineExceeded")).result == "TimedOut"
+    assert job_run(job(0)).result == "Running"
+    cancelled = job_run(job(0, deleted=True))
+    assert (cancelled.result, cancelled.reason) == ("Cancelled", "JobDeleted")
+    # A Job deleted after it ended (TTL, history limits) keeps its result.
+    assert job_run(job(0, ok=True, deleted=True)).result == "Succeeded"
+
+
+def test_durations_and_lateness_come_from_the_run_times() -> None:
+    run = record(job_run(job(3, ok=True, took=42.5)), Limits(), at(10))
+    assert run.start_time == at(3, 2)
+    assert run.completion_time == at(3, 44.5)
+    assert run.duration_seconds == 42.5
+    assert run.start_delay_seconds == 2.0
+    assert run.late is None
+    strict = Limits(start_grace=timedelta(seconds=1))
+    assert record(job_run(job(3, ok=True)), strict, at(10)).late is True
+
+
+def test_a_run_past_max_run_duration_is_timed_out_while_it_runs_and_after() -> None:
+    run_limits = Limits(max_run_duration=timedelta(seconds=30))
+    within = record(job_run(job(0)), run_limits, at(0, 2 + 29))
+    assert within.result == "Running"
+    going = record(job_run(job(0)), run_limits, at(0, 2 + 31))
+    assert (going.result, going.reason, going.completion_time) == (
+        "TimedOut", "MaxRunDurationExceeded", None)  # fmt: skip
+    assert "has been running longer" in (going.message or "")
+    ended = record(job_run(job(0, ok=True, took=45)), run_limits, at(5))
+    assert (ended.result, ended.duration_seconds) == ("TimedOut", 45.0)
+    # A failure stays a failure, whatever its length.
+    assert record(job_run(job(0, ok=False, took=45)), run_limits, at(5)).result == "Failed"
+
+
+def test_runs_stay_listed_after_their_jobs_are_gone_newest_first_within_the_limit() -> None:
+    status, _ = passes(
+        [[job(0, ok=True)], [job(1, ok=True)], [job(2, ok=False)], [job(3)]],
+        Limits(recent_runs=3),
+    )
+    assert [r.scheduled_time for r in status.recent_runs] == [at(3), at(2), at(1)]
+    assert [r.result for r in status.recent_runs] == ["Running", "Failed", "Succeeded"]
+
+
+def test_each_ended_run_moves_the_streaks_once() -> None:
+    # The same failed Job seen in three passes (kept by failedJobsHistoryLimit) counts once.
+    status, histories = passes(
+        [[job(0, ok=False)], [job(0, ok=False)], [job(0, ok=False), job(1, ok=False)]]
+    )
+    assert status.consecutive_failures == 2
+    assert [len(h.newly_finished) for h in histories] == [1, 0, 1]
+    assert status.last_failed_time == at(1, 7)
+    status, _ = passes([[job(0, ok=False)], [job(0, ok=False), job(1, ok=True)]])
+    assert (status.consecutive_failures, status.consecutive_successes) == (0, 1)
+    assert status.last_successful_time == at(1, 7)
+
+
+def test_an_old_job_that_fell_off_the_list_is_not_counted_again() -> None:
+    # recentRunsLimit 1: the failed Job of minute 0 is still kept by the history limits
+    # but no longer listed; it ended before what was counted since, so it is old news.
+    status, histories = passes(
+        [[job(0, ok=False)], [job(0, ok=False), job(1, ok=True)], [job(0, ok=False),
+                                                                   job(1, ok=True)]],
+        Limits(recent_runs=1),
+    )  # fmt: skip
+    assert [len(h.newly_finished) for h in histories] == [1, 1, 0]
+    assert (status.consecutive_failures, status.consecutive_successes) == (0, 1)
+
+
+def test_a_listed_run_whose_job_vanished_unseen_is_unknown_not_guessed() -> None:
+    status, _ = passes([[job(0)], []])
+    assert status.recent_runs[0].result == "Unknown"
+    assert status.recent_runs[0].reason == "NotObserved"
+    # The temporal backend looks runs up within a budget: what it did not look up stays.
+    history = run_history(status.model_copy(update={"recent_runs": [
+        status.recent_runs[0].model_copy(update={"result": "Running"})]}), [], Limits(),
+        at(5), complete=False)  # fmt: skip
+    assert history.recent_runs[0].result == "Running"
+
+
+def test_a_run_going_on_wakes_the_pass_just_after_it_crosses_max_run_duration() -> None:
+    history = run_history(ScheduledJobStatus(), [job_run(job(0))],
+                          Limits(max_run_duration=timedelta(seconds=30)), at(0, 10),
+                          complete=True)  # fmt: skip
+    assert history.wake_at is not None
+    assert at(0, 32) < history.wake_at <= at(0, 34)
+    assert history.running == 1
+
+
+def test_workflow_statuses_map_to_the_same_results() -> None:
+    def result(status: str | None, **extra: Any) -> ObservedRun:
+        return workflow_run("wf-1", at(0), status=status, start_time=at(0, 1),
+                            close_time=at(0, 9), **extra)  # fmt: skip
+
+    assert result("COMPLETED").result == "Succeeded"
+    failed = result("FAILED", failure_type="PaymentDeclined", failure_message="card expired")
+    assert (failed.result, failed.reason, failed.message) == ("Failed", "PaymentDeclined",
+                                                              "card expired")  # fmt: skip
+    timed_out = result("TIMED_OUT")
+    assert (timed_out.result, timed_out.reason) == ("TimedOut", "WorkflowTimedOut")
+    assert result("TERMINATED").result == "Terminated"
+    assert result("CANCELED").result == "Cancelled"
+    assert result("RUNNING").completion_time is None
+    assert (result(None).result, result(None).reason) == ("Unknown", "NotFound")
+
+
+def test_limits_default_per_backend_and_read_the_spec() -> None:
+    assert limits(sj().spec) == Limits()
+    jittered = sj(backend="temporal", jitter="30s", workflow={"type": "T", "taskQueue": "q"},
+                  job=None)  # fmt: skip
+    assert limits(jittered.spec).start_grace == timedelta(seconds=90)
+    custom = sj(monitoring={"startGrace": "5s", "maxRunDuration": "2m", "failureThreshold": 3,
+                            "recoveryThreshold": 2, "recentRunsLimit": 4})  # fmt: skip
+    assert limits(custom.spec) == Limits(timedelta(seconds=5), timedelta(minutes=2), 3, 2, 4)
+
+
+def failing_condition(outcomes: list[bool], run_limits: Limits) -> list[tuple[str, str]]:
+    """RunsFailing (status, reason) after each run of `outcomes` (True: it succeeded), one
+    run per pass, each pass seeing the last three Jobs and the previous status."""
+    status, conditions = ScheduledJobStatus(), []
+    seen: list[JobRecord] = []
+    after: list[tuple[str, str]] = []
+    for minute, ok in enumerate(outcomes):
+        seen.append(job(minute, ok=ok))
+        now = at(minute + 1)
+        history = run_history(status, [job_run(j) for j in seen[-3:]], run_limits, now,
+                              complete=True)  # fmt: skip
+        made = st.runs_failing(conditions, history, run_limits, now=now, generation=1)
+        conditions = st.with_condition(conditions, made)
+        status = status.model_copy(update={
+            "recent_runs": history.recent_runs,
+            "consecutive_failures": history.consecutive_failures,
+            "consecutive_successes": history.consecutive_successes,
+            "last_successful_time": history.last_successful_time,
+            "last_failed_time": history.last_failed_time,
+        })  # fmt: skip
+        after.append((made.status, made.reason))
+    return after
+
+
+def test_runs_failing_needs_failure_threshold_failures_and_recovery_threshold_successes() -> None:
+    thresholds = Limits(failure_threshold=2, recovery_threshold=2)
+    assert failing_condition([False, True, False, False, True, False, True, True], thresholds) == [
+        ("False", "BelowThreshold"),  # one failure: under the threshold
+        ("False", "NoFailures"),
+        ("False", "BelowThreshold"),
+        ("True", "ConsecutiveFailures"),  # two in a row
+        ("True", "ConsecutiveFailures"),  # one success is not a recovery
+        ("True", "ConsecutiveFailures"),  # a failure again: still failing
+        ("True", "ConsecutiveFailures"),
+        ("False", "Recovered"),  # two successes in a row
+    ]
+    # The defaults: one failure fails, one success recovers.
+    assert [s for s, _ in failing_condition([False, True], Limits())] == ["True", "False"]
+
+
+def test_the_failing_message_names_the_latest_failure_and_its_reason() -> None:
+    history = run_history(ScheduledJobStatus(), [job_run(job(0, ok=False,
+                                                             reason="BackoffLimitExceeded"))],
+                          Limits(), at(2), complete=True)  # fmt: skip
+    made = st.runs_failing([], history, Limits(), now=at(2), generation=1)
+    assert "2026-12-01T10:00:00Z" in made.message
+    assert "Failed (BackoffLimitExceeded): boom" in made.message
+
+
+def test_run_too_long_is_true_while_a_run_overruns_and_until_a_later_one_is_within() -> None:
+    run_limits = Limits(max_run_duration=timedelta(seconds=30))
+
+    def too_long(observed: list[JobRecord], now: datetime) -> tuple[str, str] | None:
+        history = run_history(ScheduledJobStatus(), [job_run(j) for j in observed], run_limits,
+                              now, complete=True)  # fmt: skip
+        made = st.run_too_long([], history, run_limits, now=now, generation=1)
+        return None if made is None else (made.status, made.reason)
+
+    assert too_long([job(0)], at(0, 20)) == ("False", "WithinMaxRunDuration")
+    assert too_long([job(0)], at(0, 40)) == ("True", "RunningTooLong")
+    assert too_long([job(0, ok=True, took=45)], at(2)) == ("True", "LastRunTooLong")
+    assert too_long([job(0, ok=True, took=45), job(1, ok=True, took=5)], at(2)) == (
+        "False", "WithinMaxRunDuration")  # fmt: skip
+    # No maxRunDuration, no condition.
+    history = run_history(ScheduledJobStatus(), [job_run(job(0))], Limits(), at(5),
+                          complete=True)  # fmt: skip
+    assert st.run_too_long([], history, Limits(), now=at(5), generation=1) is None
+
+
+def test_last_result_is_the_newest_run_or_suspended() -> None:
+    history = run_history(ScheduledJobStatus(), [job_run(job(0, ok=False)), job_run(job(1))],
+                          Limits(), at(2), complete=True)  # fmt: skip
+    assert st.last_result(sj(), history.recent_runs) == "Running"
+    assert st.last_result(sj(suspend=True), history.recent_runs) == "Suspended"
+    assert st.last_result(sj(), []) is None
