@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from temporal_workflows import TASK_QUEUE, Sleep, Tick
+from temporal_workflows import TASK_QUEUE, Fail, Sleep, Tick
 
 REPO = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO / "crds"
@@ -212,7 +212,7 @@ class TemporalSide:
         self.worker_task = self.run(self._start_worker)
 
     async def _start_worker(self) -> asyncio.Task[None]:
-        worker = Worker(self.client, task_queue=TASK_QUEUE, workflows=[Tick, Sleep])
+        worker = Worker(self.client, task_queue=TASK_QUEUE, workflows=[Tick, Sleep, Fail])
         return asyncio.create_task(worker.run())
 
     def ensure_worker(self) -> None:

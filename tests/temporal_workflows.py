@@ -7,6 +7,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 TASK_QUEUE = "sundial-tests"
 
@@ -28,6 +29,15 @@ class Sleep:
     async def run(self, seconds: float = 30.0) -> str:
         await asyncio.sleep(seconds)
         return "slept"
+
+
+@workflow.defn(name="SundialFail")
+class Fail:
+    """Fails at once with an application error of its own type (no retries)."""
+
+    @workflow.run
+    async def run(self, reason: str = "card expired") -> str:
+        raise ApplicationError(reason, type="PaymentDeclined", non_retryable=True)
 
 
 _ = timedelta  # timeouts in tests are given as Go durations in the ScheduledJob

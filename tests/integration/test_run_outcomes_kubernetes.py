@@ -1,0 +1,204 @@
+"""Every run's outcome on the kubernetes backend, from real Pods on the real node (issue 10):
+a run that succeeds, one that exits 3, one that runs past maxRunDuration, and a failing
+streak that crosses failureThreshold then recovers across recoveryThreshold. One timeline
+of minute slots serves all four, so their waits overlap."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from localstack import LocalStack
+from support import Kubectl, OperatorProcess, eventually, sample, scrape
+
+pytestmark = pytest.mark.cluster
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
+    sj = kubectl.get("scheduledjob", name, namespace)
+    assert sj is not None
+    result: dict[str, Any] = sj.get("status", {})
+    return result
+
+
+def conditions(current: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in current.get("conditions", [])}
+
+
+def run_for(current: dict[str, Any], slot: datetime) -> dict[str, Any] | None:
+    return next((r for r in current.get("recentRuns", []) if parse(r["scheduledTime"]) == slot),
+                None)  # fmt: skip
+
+
+def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
+    listed = kubectl.run("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
+                         "-o", "json")  # fmt: skip
+    pods: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def template(busybox: str, script: str) -> dict[str, Any]:
+    """No retries (backoffLimit 0), kept an hour: each slot is one Pod, one result."""
+    return {"template": {"spec": {
+        "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "job", "image": busybox, "command": ["sh", "-c", script]}]}},
+    }}}  # fmt: skip
+
+
+def wait_until(moment: datetime) -> None:
+    delay = (moment - datetime.now(UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+
+
+@pytest.mark.timeout(900)
+def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+
+    def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
+        kubectl.apply({
+            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedule": "* * * * *", "job": job, "failedRunsHistoryLimit": 10,
+                     "successfulRunsHistoryLimit": 10, **spec},
+        })  # fmt: skip
+
+    # Created at least 20 s before M1, the first slot: no run before M1 to count.
+    if datetime.now(UTC).second >= 40:
+        wait_until(datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1))
+    m1 = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    apply("succeeds", template(busybox, "sleep 3"))
+    apply("exits", template(busybox, "exit 3"))
+    apply("too-long", template(busybox, "sleep 40"), monitoring={"maxRunDuration": "10s"})
+    streak = {"failureThreshold": 2, "recoveryThreshold": 2}
+    apply("streak", template(busybox, "exit 1"), monitoring=streak)
+
+    # too-long, while it runs: TimedOut in status, RunTooLong True, no completion yet.
+    def overrunning() -> dict[str, Any] | None:
+        current = status(kubectl, "too-long", namespace)
+        run = run_for(current, m1)
+        return current if run and run["result"] == "TimedOut" else None
+
+    current = eventually(overrunning, timeout=m1_deadline(m1, 35), what="too-long TimedOut")
+    run = run_for(current, m1)
+    assert run is not None
+    assert "completionTime" not in run, run
+    assert run["reason"] == "MaxRunDurationExceeded", run
+    too_long = conditions(current)["RunTooLong"]
+    assert (too_long["status"], too_long["reason"]) == ("True", "RunningTooLong"), too_long
+    assert datetime.now(UTC) < m1 + timedelta(seconds=40), "checked after the run ended"
+
+    # succeeds and exits: the results, and durations from the Pods' own times.
+    def ended(name: str, slot: datetime) -> dict[str, Any] | None:
+        run = run_for(status(kubectl, name, namespace), slot)
+        return run if run and "completionTime" in run else None
+
+    ok = eventually(lambda: ended("succeeds", m1), timeout=m1_deadline(m1, 60), what="succeeds")
+    failed = eventually(lambda: ended("exits", m1), timeout=m1_deadline(m1, 60), what="exits")
+    assert ok["result"] == "Succeeded", ok
+    assert (failed["result"], failed["reason"]) == ("Failed", "BackoffLimitExceeded"), failed
+    for run in (ok, failed):
+        pod = pod_of(kubectl, namespace, run["jobName"])
+        terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        pod_ran = parse(terminated["finishedAt"]) - parse(pod["status"]["startTime"])
+        # The Job's times bracket the Pod's: the Job controller starts the clock when it
+        # creates the Pod and stops it when it sees the Pod end.
+        assert abs(run["durationSeconds"] - pod_ran.total_seconds()) <= 2.0, (run, pod_ran)
+        assert 0 <= run["startDelaySeconds"] < 30, run
+        assert parse(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
+    assert 3 <= ok["durationSeconds"] < 15, ok
+    exits = status(kubectl, "exits", namespace)
+    assert exits["lastResult"] == "Failed"
+    assert exits["consecutiveFailures"] == 1
+    assert parse(exits["lastFailedTime"]) == parse(failed["completionTime"])
+    failing = conditions(exits)["RunsFailing"]
+    assert (failing["status"], failing["reason"]) == ("True", "ConsecutiveFailures"), failing
+    assert "BackoffLimitExceeded" in failing["message"]
+    succeeded = status(kubectl, "succeeds", namespace)
+    assert succeeded["lastResult"] == "Succeeded"
+    assert parse(succeeded["lastSuccessfulTime"]) == parse(ok["completionTime"])
+    assert conditions(succeeded)["RunsFailing"]["status"] == "False"
+
+    # streak after one failure: under failureThreshold 2, not failing yet.
+    first = eventually(lambda: ended("streak", m1), timeout=m1_deadline(m1, 60), what="streak M1")
+    assert first["result"] == "Failed"
+    current = status(kubectl, "streak", namespace)
+    assert current["consecutiveFailures"] == 1
+    assert conditions(current)["RunsFailing"]["reason"] == "BelowThreshold"
+
+    # too-long after it ended: still TimedOut, with its duration; RunTooLong stays True.
+    done = eventually(lambda: ended("too-long", m1), timeout=m1_deadline(m1, 75), what="ended")
+    assert done["result"] == "TimedOut", done
+    assert 39 <= done["durationSeconds"] < 55, done
+    too_long = conditions(status(kubectl, "too-long", namespace))["RunTooLong"]
+    assert (too_long["status"], too_long["reason"]) == ("True", "LastRunTooLong"), too_long
+
+    # streak: the second failure crosses the threshold; then the fix, applied before M3.
+    m2 = m1 + timedelta(minutes=1)
+    eventually(lambda: ended("streak", m2), timeout=m1_deadline(m2, 60), what="streak M2")
+    current = status(kubectl, "streak", namespace)
+    assert current["consecutiveFailures"] == 2
+    assert conditions(current)["RunsFailing"]["status"] == "True"
+    assert datetime.now(UTC) < m2 + timedelta(seconds=50), "too late to fix before M3"
+    apply("streak", template(busybox, "exit 0"), monitoring=streak)
+
+    # One success is not a recovery (recoveryThreshold 2); the second is.
+    m3, m4 = m2 + timedelta(minutes=1), m2 + timedelta(minutes=2)
+    third = eventually(lambda: ended("streak", m3), timeout=m1_deadline(m3, 60), what="M3")
+    assert third["result"] == "Succeeded", third
+    current = status(kubectl, "streak", namespace)
+    assert (current["consecutiveFailures"], current["consecutiveSuccesses"]) == (0, 1)
+    assert conditions(current)["RunsFailing"]["status"] == "True"
+    eventually(lambda: ended("streak", m4), timeout=m1_deadline(m4, 60), what="streak M4")
+    current = status(kubectl, "streak", namespace)
+    recovered = conditions(current)["RunsFailing"]
+    assert (recovered["status"], recovered["reason"]) == ("False", "Recovered"), recovered
+    results = [r["result"] for r in current["recentRuns"] if parse(r["scheduledTime"]) >= m1]
+    assert results == ["Succeeded", "Succeeded", "Failed", "Failed"], current["recentRuns"]
+
+    # One Event per change: failing, then recovered.
+    reasons = [e["reason"] for e in kubectl.events(namespace, involvedObject_name="streak")]
+    assert reasons.count("RunsFailing") == 1, reasons
+    assert reasons.count("RunsRecovered") == 1, reasons
+
+    # Metrics: ended runs by result, durations, and the conditions to alert on.
+    metrics = scrape(operator.metrics_url)
+    labels = {"namespace": namespace, "backend": "kubernetes"}
+    assert metrics[sample("sundial_runs_total", name="exits", result="Failed", **labels)] >= 1
+    assert metrics[sample("sundial_runs_total", name="streak", result="Succeeded", **labels)] == 2
+    assert metrics[sample("sundial_runs_total", name="streak", result="Failed", **labels)] == 2
+    assert metrics[sample("sundial_run_duration_seconds_count", name="succeeds", **labels)] >= 1
+    assert metrics[sample("sundial_consecutive_failures", name="streak", **labels)] == 0
+    assert metrics[sample("sundial_condition", name="exits", condition="RunsFailing",
+                          **labels)] == 1  # fmt: skip
+    assert metrics[sample("sundial_condition", name="streak", condition="RunsFailing",
+                          **labels)] == 0  # fmt: skip
+
+    # No false miss in any of them.
+    for name in ("succeeds", "exits", "too-long", "streak"):
+        assert status(kubectl, name, namespace).get("missedRuns", 0) == 0, name
+
+    # A deleted object's series go.
+    kubectl.run("delete", "scheduledjob", "streak", "-n", namespace)
+    eventually(
+        lambda: sample("sundial_consecutive_failures", name="streak", **labels)
+        not in scrape(operator.metrics_url),
+        timeout=30, what="streak's series dropped",
+    )  # fmt: skip
+
+
+def m1_deadline(slot: datetime, seconds: float) -> float:
+    """Seconds from now until `seconds` after `slot`, plus slack for a loaded machine."""
+    return max((slot + timedelta(seconds=seconds) - datetime.now(UTC)).total_seconds(), 0) + 30
