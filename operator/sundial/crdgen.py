@@ -46,7 +46,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "type": "integer",
         "jsonPath": ".status.consecutiveFailures",
         "priority": 1,
-    },  # fmt: skip
+    },
 ]
 
 

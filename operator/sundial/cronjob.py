@@ -17,6 +17,8 @@ SCHEDULEDJOB_LABEL = f"{GROUP}/scheduledjob"
 SPEC_HASH_ANNOTATION = f"{GROUP}/spec-hash"
 # Set by the CronJob controller on every Job it creates (GA in Kubernetes 1.32).
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+# On a Job made for a request (run now, backfill): RunNow/<id> or Backfill/<id>.
+REQUEST_ANNOTATION = f"{GROUP}/request"
 
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 300
 CONTAINER_NAME = "job"
@@ -199,3 +201,36 @@ def metadata_in_step(desired: dict[str, Any], live: dict[str, Any]) -> bool:
 
 def spec_in_step(desired: dict[str, Any], live: dict[str, Any]) -> bool:
     return is_subset(desired["spec"], live.get("spec", {}))
+
+
+def requested_job(
+    cronjob: dict[str, Any], name: str, slot: datetime, request_label: str
+) -> dict[str, Any]:
+    """A Job from the CronJob's template for a run somebody asked for (run now, backfill),
+    made as the CronJob controller makes its own: a controller owner reference to the
+    CronJob (so its history limits count it, and it goes with the CronJob) and the
+    scheduled-timestamp annotation (so it is a slot's run, marked by request_label)."""
+    template = cronjob["spec"]["jobTemplate"]
+    meta = template.get("metadata") or {}
+    owner = cronjob["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": owner["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {
+                **(meta.get("annotations") or {}),
+                SCHEDULED_TIMESTAMP_ANNOTATION: slot.astimezone(UTC).isoformat().replace(
+                    "+00:00", "Z"
+                ),
+                REQUEST_ANNOTATION: request_label,
+            },
+            "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "CronJob", "name": owner["name"],
+                "uid": owner["uid"], "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+    }  # fmt: skip

@@ -130,6 +130,34 @@ class KubeClient:
         )
         return _json(response)
 
+    async def create_job(self, manifest: dict[str, Any]) -> bool:
+        """Create a Job; False if one of that name is there already (made by an earlier
+        pass whose answer was lost)."""
+        try:
+            await asyncio.to_thread(
+                self._batch.create_namespaced_job,
+                manifest["metadata"]["namespace"],
+                cast(Any, manifest),
+                field_manager=FIELD_MANAGER,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(
+                self._batch.read_namespaced_job, name, namespace, _preload_content=False
+            )
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return _json(response)
+
     async def set_job_ttl(self, namespace: str, name: str, seconds: int) -> None:
         await asyncio.to_thread(
             self._batch.patch_namespaced_job,

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sundial import cronjob as cj
+from sundial import requests as rq
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
@@ -26,7 +27,13 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import MissedRun, RunAccounting, ScheduledJob, ScheduledJobSpec
+from sundial.models import (
+    MissedRun,
+    RequestStatus,
+    RunAccounting,
+    ScheduledJob,
+    ScheduledJobSpec,
+)
 from sundial.ownwrites import OwnWrites
 from sundial.runs import job_run, limits, run_history
 from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
@@ -189,6 +196,73 @@ class KubernetesBackend:
         slots = {record.scheduled_time for record in map(job_record, jobs) if record is not None}
         return frozenset(slots | cj.slots_in_controller_events(name, messages))
 
+    async def handle_requests(
+        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
+    ) -> list[RequestStatus]:
+        """Run-now and backfill requests not yet settled: one Job per run, named by the
+        request and slot (so a repeated pass creates nothing twice). Under Forbid (and
+        Replace: a request never kills a run) one at a time, the rest waiting in status;
+        the CronJob controller does not count these Jobs for its own concurrency policy."""
+        live = self._live(key)
+        if live is None or not cj.is_owned_by(live, sj):
+            return []
+        entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
+        for open_request in to_act:
+            entries.append(await self._start_requested(key, sj, live, open_request))
+        return entries
+
+    async def _start_requested(
+        self,
+        key: Key,
+        sj: ScheduledJob,
+        live: dict[str, Any],
+        open_request: rq.OpenRequest,
+    ) -> RequestStatus:
+        request, entry, slots = open_request.request, open_request.entry, open_request.slots
+        one_at_a_time = sj.spec.concurrency_policy != "Allow"
+        started = entry.runs_started
+
+        def job_name(slot: datetime) -> str:
+            return f"{cj.cronjob_name(sj.metadata.name)}-{rq.job_suffix(request, slot)}"
+
+        while started < len(slots):
+            if one_at_a_time and (
+                self.run_in_progress(key)
+                or (started and await self._still_running(key, job_name(slots[started - 1])))
+            ):
+                break
+            slot = slots[started]
+            name = job_name(slot)
+            try:
+                await self.kube.create_job(cj.requested_job(live, name, slot, request.label))
+            except ApiException as error:
+                raise _write_refused(error, f"creating Job {name} for {request.label}") from None
+            started += 1
+            if one_at_a_time:
+                break  # the next one once this one has ended (its events wake the pass)
+        waiting = len(slots) - started
+        message = f"{started} of {len(slots)} run(s) started"
+        if waiting:
+            message += (
+                f"; {waiting} waiting for the running one to end (concurrencyPolicy "
+                f"{sj.spec.concurrency_policy}: one at a time)"
+            )
+        return entry.model_copy(update={
+            "outcome": "InProgress" if waiting else "Done", "message": message,
+            "runs_requested": len(slots), "runs_started": started,
+        })  # fmt: skip
+
+    async def _still_running(self, key: Key, name: str) -> bool:
+        """The Job made for the previous run, which the cache may not show yet: looked up."""
+        if name in self.cache.job_names(key):
+            return False  # in the cache: run_in_progress has judged it
+        try:
+            job = await self.kube.read_job(key[0], name)
+        except ApiException as error:
+            raise Retry(f"reading Job {name}: {api_error_message(error)}") from None
+        record = job_record(job) if job is not None else None
+        return record is not None and record.finished_at is None
+
     def in_place(self, key: Key, sj: ScheduledJob) -> bool:
         """This object's CronJob is there and active (one being deleted is inert)."""
         cronjob = self._live(key)
@@ -274,7 +348,8 @@ class KubernetesBackend:
         observed = live.get("status") or {}
         job_spec = live["spec"]["jobTemplate"].get("spec", {})
         return KubernetesEvidence(
-            jobs=self.cache.jobs(key),
+            # Requested runs (run now, backfill) are no slot's: the judge never sees them.
+            jobs=[job for job in self.cache.jobs(key) if job.requested is None],
             seen_slots=self.cache.seen_slots(key),
             watching_since=self.cache.watching_since,
             last_schedule_time=st.parse_time(observed.get("lastScheduleTime")),

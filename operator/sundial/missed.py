@@ -60,6 +60,8 @@ class JobRecord:
     message: str | None = None
     # Seen deleted (its last state): Replace, a TTL, the history limits, or a person.
     deleted: bool = False
+    # Made for a request (RunNow/<id>, Backfill/<id>), not by the CronJob controller.
+    requested: str | None = None
 
     def active_at(self, moment: datetime) -> bool:
         began = self.start_time or self.created

@@ -356,6 +356,12 @@ class ScheduledJobSpec(ApiModel):
         ),
     )
     suspend: bool = Field(default=False, description="Stop scheduling new runs.")
+    suspend_note: str | None = Field(
+        default=None,
+        description="Why it is suspended, for whoever looks next: shown in the Ready "
+        "condition and written to the Temporal schedule's pause note.",
+        max_length=256,
+    )
     successful_runs_history_limit: int = Field(
         default=1, ge=0, le=100, description="Finished successful runs kept."
     )
@@ -506,9 +512,35 @@ class RecentRun(ApiModel):
         "DeadlineExceeded) or the workflow's failure type; MaxRunDurationExceeded.",
     )
     message: str | None = Field(default=None, max_length=1024)
+    requested: str | None = Field(
+        default=None,
+        description="Set on a run a person asked for: RunNow/<id> or Backfill/<id> "
+        "(status.requests). A backfilled run is never late or missed.",
+    )
     job_name: str | None = Field(default=None, description="The Job (kubernetes).")
     workflow_id: str | None = Field(default=None, description="The workflow (temporal).")
     run_id: str | None = Field(default=None, description="The workflow run (temporal).")
+
+
+RequestKind = Literal["RunNow", "Backfill"]
+RequestOutcome = Literal["InProgress", "Done", "Refused"]
+
+
+class RequestStatus(ApiModel):
+    """A run-now or backfill request (annotations sundial.dev/run-now, sundial.dev/backfill)
+    as Sundial handled it; acted on once per id, the id kept here so it never is again."""
+
+    kind: RequestKind
+    id: str = Field(max_length=63)
+    outcome: RequestOutcome
+    message: str = Field(default="", max_length=1024)
+    received_time: datetime = Field(description="When Sundial first saw the request.")
+    start: datetime | None = Field(default=None, description="Backfill: the range's start.")
+    end: datetime | None = Field(default=None, description="Backfill: the range's end.")
+    runs_requested: int = Field(default=0, description="Runs the request asks for.")
+    runs_started: int = Field(
+        default=0, description="Runs started so far; the rest wait (Forbid: one at a time)."
+    )
 
 
 class TemporalCounters(ApiModel):
@@ -570,6 +602,11 @@ class ScheduledJobStatus(ApiModel):
     )
     recent_runs: list[RecentRun] = Field(
         default_factory=list, max_length=50, description="The latest runs, newest first."
+    )
+    requests: list[RequestStatus] = Field(
+        default_factory=list,
+        max_length=10,
+        description="The latest run-now and backfill requests and what became of them.",
     )
 
     next_run_times: list[datetime] = Field(

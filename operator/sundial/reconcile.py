@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -23,8 +23,9 @@ from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
-from sundial.models import MissedRun, ScheduledJob, ScheduledJobStatus
+from sundial.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
 from sundial.ownwrites import OwnWrites
+from sundial.requests import with_entry
 from sundial.schedule import ScheduleError, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
@@ -172,13 +173,17 @@ class Reconciler:
                 await self.kubernetes.retire(key, sj, now)
             # Forbid holds across the switch: no Temporal run while the CronJob's runs.
             hold = sj.spec.concurrency_policy == "Forbid" and self.kubernetes.run_in_progress(key)
-            return await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
+            outcome = await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
+            entries = await self.temporal.handle_requests(sj, prepared, table, now)
+            return _with_requests(outcome, entries)
         if TEMPORAL_FINALIZER in sj.metadata.finalizers:
             await self.kubernetes.check_accepted(key, sj, now)
             await self.temporal.retire(sj, now)
         if self.cache.cronjob(key) is None:
             await self._confirm_exists(key, sj)
-        return await self.kubernetes.reconcile(key, sj, table, now)
+        outcome = await self.kubernetes.reconcile(key, sj, table, now)
+        entries = await self.kubernetes.handle_requests(key, sj, table, now)
+        return _with_requests(outcome, entries)
 
     async def _confirm_exists(self, key: Key, sj: ScheduledJob) -> None:
         """A GET before a backend object is first made: the cache may hold an object
@@ -219,6 +224,7 @@ class Reconciler:
     async def _announce(self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime) -> None:
         """Warning Events for what a healthy pass newly reports (once, not every pass)."""
         await self._announce_run_conditions(sj, new, now)
+        await self._announce_requests(sj, new, now)
         old_ready = st.find_condition(sj.status.conditions, st.READY)
         new_ready = st.find_condition(new.conditions, st.READY)
         old_message = old_ready.message if old_ready else ""
@@ -248,6 +254,21 @@ class Reconciler:
                 await self.events.record(sj, "Warning", true_reason, current.message, now=now)
             elif old is not None and old.status == "True":
                 await self.events.record(sj, "Normal", false_reason, current.message, now=now)
+
+    async def _announce_requests(
+        self, sj: ScheduledJob, new: ScheduledJobStatus, now: datetime
+    ) -> None:
+        """One Event per request settled: done, or refused with the reason."""
+        old = {(r.kind, r.id): r.outcome for r in sj.status.requests}
+        for entry in new.requests:
+            if entry.outcome == "InProgress" or old.get((entry.kind, entry.id)) == entry.outcome:
+                continue
+            refused = entry.outcome == "Refused"
+            await self.events.record(
+                sj, "Warning" if refused else "Normal",
+                "RequestRefused" if refused else "RequestDone",
+                f"{entry.kind} {entry.id}: {entry.message}", now=now,
+            )  # fmt: skip
 
     async def _announce_runs(
         self, sj: ScheduledJob, new_runs: list[MissedRun], now: datetime
@@ -319,6 +340,16 @@ class Reconciler:
             {"metadata": meta, "spec": {"schedule": "@daily"}, "status": _lenient_status(body)}
         )
         await self._report(minimal, body, "InvalidSpec", message, now)
+
+
+def _with_requests(outcome: Outcome, entries: list[RequestStatus]) -> Outcome:
+    """The outcome with this pass's request entries in status.requests."""
+    if not entries:
+        return outcome
+    handled = outcome.status.requests
+    for entry in entries:
+        handled = with_entry(handled, entry)
+    return replace(outcome, status=outcome.status.model_copy(update={"requests": handled}))
 
 
 def _lenient_status(body: dict[str, Any]) -> dict[str, Any]:

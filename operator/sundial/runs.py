@@ -44,6 +44,7 @@ class ObservedRun:
     job_name: str | None = None
     workflow_id: str | None = None
     run_id: str | None = None
+    requested: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,13 @@ def record(observed: ObservedRun, limits: Limits, now: datetime) -> RecentRun:
     (or has been running) longer than maxRunDuration."""
     start, end = observed.start_time, observed.completion_time
     result, reason, message = observed.result, observed.reason, observed.message
-    delay = (start - observed.scheduled_time).total_seconds() if start is not None else None
+    backfilled = (observed.requested or "").startswith("Backfill/")
+    # A backfilled run starts long after its slot by design: never late.
+    delay = (
+        (start - observed.scheduled_time).total_seconds()
+        if start is not None and not backfilled
+        else None
+    )
     ran = (end or now) - start if start is not None else None
     limit = limits.max_run_duration
     if limit is not None and ran is not None and ran > limit and result in ("Running", "Succeeded"):
@@ -124,6 +131,7 @@ def record(observed: ObservedRun, limits: Limits, now: datetime) -> RecentRun:
         late=True if delay is not None and delay > limits.start_grace.total_seconds() else None,
         reason=reason,
         message=message[:MESSAGE_LIMIT] if message else None,
+        requested=observed.requested,
         job_name=observed.job_name,
         workflow_id=observed.workflow_id,
         run_id=observed.run_id,
@@ -255,6 +263,7 @@ def job_run(job: JobRecord) -> ObservedRun:
         reason=reason,
         message=message,
         job_name=job.name or None,
+        requested=job.requested,
     )
 
 

@@ -292,6 +292,11 @@ def _ready_status(
     previous = sj.status
     generation = sj.metadata.generation
     run_limits = limits(sj.spec)
+    if sj.spec.suspend:
+        notes = [
+            *(notes or []),
+            f"suspended{': ' + sj.spec.suspend_note if sj.spec.suspend_note else ''}",
+        ]
     ready = condition(
         previous.conditions, READY, "True", reason, "; ".join([message, *(notes or [])]),
         now=now, generation=generation,
@@ -338,6 +343,7 @@ def _ready_status(
         last_failed_time=history.last_failed_time,
         consecutive_failures=history.consecutive_failures,
         consecutive_successes=history.consecutive_successes,
+        requests=previous.requests,  # moved on by the pass's requests (reconcile)
         **observed,
     )
 

@@ -13,11 +13,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from temporalio.api.enums.v1 import schedule_pb2 as enums_pb
+from temporalio.api.schedule.v1 import message_pb2 as schedule_pb
+from temporalio.api.workflowservice.v1 import request_response_pb2 as workflowservice_pb
 from temporalio.client import (
     Client,
     Schedule,
     ScheduleAlreadyRunningError,
     ScheduleDescription,
+    ScheduleOverlapPolicy,
     ScheduleUpdate,
     ScheduleUpdateInput,
     WorkflowHistoryEventFilterType,
@@ -311,6 +315,63 @@ class Temporal:
                 await handle.pause(note=note, rpc_timeout=RPC_TIMEOUT)
             else:
                 await handle.unpause(note=note, rpc_timeout=RPC_TIMEOUT)
+
+    async def trigger(
+        self,
+        connection: Connection,
+        schedule_id: str,
+        overlap: ScheduleOverlapPolicy,
+        request_id: str,
+    ) -> None:
+        """Start one run now. `request_id` makes a repeat of the same request (a pass that
+        died before recording it) a no-op on the server, which the SDK's own trigger()
+        cannot: it sends a new random id each time."""
+        patch = schedule_pb.SchedulePatch(
+            trigger_immediately=schedule_pb.TriggerImmediatelyRequest(
+                overlap_policy=enums_pb.ScheduleOverlapPolicy.ValueType(overlap)
+            )
+        )
+        await self._patch(connection, schedule_id, patch, request_id, "trigger the schedule")
+
+    async def backfill(
+        self,
+        connection: Connection,
+        schedule_id: str,
+        start: datetime,
+        end: datetime,
+        overlap: ScheduleOverlapPolicy,
+        request_id: str,
+    ) -> None:
+        """Run the slots of [start, end] as if they were passing now (one request id per
+        request, as trigger)."""
+        backfill = schedule_pb.BackfillRequest(
+            overlap_policy=enums_pb.ScheduleOverlapPolicy.ValueType(overlap)
+        )
+        backfill.start_time.FromDatetime(start)
+        backfill.end_time.FromDatetime(end)
+        patch = schedule_pb.SchedulePatch(backfill_request=[backfill])
+        await self._patch(connection, schedule_id, patch, request_id, "backfill the schedule")
+
+    async def _patch(
+        self,
+        connection: Connection,
+        schedule_id: str,
+        patch: schedule_pb.SchedulePatch,
+        request_id: str,
+        what: str,
+    ) -> None:
+        async with self._call(connection, what) as client:
+            await client.workflow_service.patch_schedule(
+                workflowservice_pb.PatchScheduleRequest(
+                    namespace=connection.namespace,
+                    schedule_id=schedule_id,
+                    patch=patch,
+                    identity=client.identity,
+                    request_id=request_id,
+                ),
+                retry=True,
+                timeout=RPC_TIMEOUT,
+            )
 
     async def look_up_run(self, connection: Connection, workflow_id: str) -> RunLookup | None:
         """A workflow a schedule started, as the server has it (the latest run of its

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
+from sundial import requests as rq
 from sundial import status as st
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
 from sundial.config import OperatorConfig
@@ -24,7 +25,13 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import BackendRef, ConnectionRef, ScheduledJob, TemporalCounters
+from sundial.models import (
+    BackendRef,
+    ConnectionRef,
+    RequestStatus,
+    ScheduledJob,
+    TemporalCounters,
+)
 from sundial.runs import ObservedRun, is_finished, limits, run_history, workflow_run
 from sundial.schedule import Timetable, both_days_restricted, parse_duration
 from sundial.temporal import (
@@ -35,13 +42,15 @@ from sundial.temporal import (
     schedule_fingerprint,
 )
 from sundial.temporal_schedule import (
+    OVERLAP,
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
     SCHEDULEDJOB_UID_MEMO_KEY,
     SPEC_HASH_MEMO_KEY,
-    SUSPEND_NOTE,
     SWITCH_NOTE,
+    is_suspend_note,
     schedule_id,
+    suspend_note,
     temporal_schedule,
 )
 from sundial.workqueue import Retry
@@ -168,6 +177,7 @@ class TemporalBackend:
         running = {execution.workflow_id for execution in info.running_workflows}
         listed = {r.workflow_id: r for r in sj.status.recent_runs if r.workflow_id}
         observed: list[ObservedRun] = []
+        requested: dict[str, str | None] = {}
         to_look_up: list[tuple[str, datetime, datetime | None]] = []
         for action in info.recent_actions:
             workflow_id = action.start_workflow_result.workflow_id
@@ -179,6 +189,9 @@ class TemporalBackend:
             status = action.start_workflow_status
             # The status is eventually consistent, and absent on older servers: then
             # only the schedule's list of running workflows says it is still going.
+            requested[workflow_id] = rq.backfill_of(
+                sj.status.requests, scheduled, started or scheduled
+            )
             if status == _RUNNING or (status == _UNSPECIFIED and workflow_id in running):
                 observed.append(workflow_run(
                     workflow_id, scheduled, status="RUNNING", start_time=started,
@@ -189,6 +202,7 @@ class TemporalBackend:
         # Listed as going but no longer among the recent actions (more runs since).
         to_look_up += [(wid, r.scheduled_time, r.start_time) for wid, r in listed.items()
                        if not is_finished(r)]  # fmt: skip
+        requested.update({wid: r.requested for wid, r in listed.items()})
         for workflow_id, scheduled, started in to_look_up[:MAX_RUN_LOOKUPS]:
             found = await self.temporal.look_up_run(connection, workflow_id)
             if found is None:
@@ -200,7 +214,52 @@ class TemporalBackend:
                 start_time=found.start_time or started, close_time=found.close_time,
                 failure_type=found.failure_type, failure_message=found.failure_message,
             ))  # fmt: skip
-        return observed
+        return [replace(run, requested=requested.get(run.workflow_id or "")) for run in observed]
+
+    async def handle_requests(
+        self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
+    ) -> list[RequestStatus]:
+        """Run-now (trigger, with the object's overlap policy) and backfill requests not
+        yet settled. Under Forbid a run now waits while a run is going (a trigger would be
+        skipped, and counted by Temporal as an overlap skip); a backfill runs every slot of
+        its range, one at a time unless the policy is Allow."""
+        description = prepared.description
+        if description is None:
+            return []
+        entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
+        policy = sj.spec.concurrency_policy
+        connection, identity = prepared.connection, prepared.schedule_id
+        for open_request in to_act:
+            request, entry, slots = open_request.request, open_request.entry, open_request.slots
+            request_id = rq.temporal_request_id(sj.metadata.uid, request)
+            if request.kind == "RunNow":
+                if policy == "Forbid" and description.info.running_actions:
+                    entries.append(entry.model_copy(update={
+                        "message": "waiting for the running workflow to end "
+                                   "(concurrencyPolicy Forbid)", "runs_requested": 1,
+                    }))  # fmt: skip
+                    continue
+                call = self.temporal.trigger(connection, identity, OVERLAP[policy], request_id)
+                message = "triggered one run"
+            elif request.start is not None and request.end is not None:
+                overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]
+                call = self.temporal.backfill(
+                    connection, identity, request.start, request.end, overlap, request_id
+                )
+                message = f"handed {len(slots)} slot(s) to Temporal's backfill" + (
+                    "" if policy == "Allow" else ", run one at a time"
+                )
+            else:
+                continue  # a backfill always has its range (parse_backfill)
+            try:
+                await call
+            except TemporalRejected as error:
+                raise SpecProblem(error.reason, str(error)) from None
+            entries.append(entry.model_copy(update={
+                "outcome": "Done", "message": message, "runs_requested": len(slots),
+                "runs_started": len(slots),
+            }))  # fmt: skip
+        return entries
 
     async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
         """Switching from kubernetes: create the schedule paused, so Temporal's own verdict
@@ -356,13 +415,14 @@ class TemporalBackend:
         # suspend true and back to false clears it, as the PausedInTemporal advice says);
         # lifting it lifts only Sundial's own pause, never one by hand or pause-on-failure.
         state = description.schedule.state
-        if sj.spec.suspend and not (state.paused and state.note == SUSPEND_NOTE):
-            await self.temporal.set_paused(connection, identity, True, SUSPEND_NOTE)
+        wanted_note = suspend_note(sj.spec)
+        if sj.spec.suspend and not (state.paused and state.note == wanted_note):
+            await self.temporal.set_paused(connection, identity, True, wanted_note)
             description = await self._describe(connection, identity)
         elif (
             not sj.spec.suspend
             and state.paused
-            and (state.note == SUSPEND_NOTE or (state.note == SWITCH_NOTE and not hold))
+            and (is_suspend_note(state.note) or (state.note == SWITCH_NOTE and not hold))
         ):
             await self.temporal.set_paused(connection, identity, False, RESUME_NOTE)
             description = await self._describe(connection, identity)

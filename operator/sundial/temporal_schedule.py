@@ -18,7 +18,7 @@ from temporalio.client import (
 )
 from temporalio.common import RetryPolicy
 
-from sundial.models import GROUP, ConcurrencyPolicy, ScheduledJob, WorkflowSpec
+from sundial.models import GROUP, ConcurrencyPolicy, ScheduledJob, ScheduledJobSpec, WorkflowSpec
 from sundial.schedule import parse_duration
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
@@ -34,6 +34,17 @@ RESUME_NOTE = "Resumed by Sundial: the ScheduledJob has spec.suspend: false"
 # A schedule created paused while its ScheduledJob switches from kubernetes: it proves that
 # Temporal accepts it before the CronJob goes, and starts only once the CronJob is gone.
 SWITCH_NOTE = "Paused by Sundial: switching from backend kubernetes"
+
+
+def suspend_note(spec: ScheduledJobSpec) -> str:
+    """Sundial's pause note, with the person's spec.suspendNote after it."""
+    return f"{SUSPEND_NOTE}: {spec.suspend_note}" if spec.suspend_note else SUSPEND_NOTE
+
+
+def is_suspend_note(note: str | None) -> bool:
+    """The pause is Sundial's own for spec.suspend (whatever note the person gave)."""
+    return bool(note) and str(note).startswith(SUSPEND_NOTE)
+
 
 OVERLAP: dict[ConcurrencyPolicy, ScheduleOverlapPolicy] = {
     "Allow": ScheduleOverlapPolicy.ALLOW_ALL,
@@ -140,6 +151,6 @@ def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str
         action=action,
         spec=schedule_spec,
         policy=SchedulePolicy(overlap=OVERLAP[spec.concurrency_policy], catchup_window=catchup),
-        state=ScheduleState(paused=spec.suspend, note=SUSPEND_NOTE if spec.suspend else None),
+        state=ScheduleState(paused=spec.suspend, note=suspend_note(spec) if spec.suspend else None),
     )
     return definition["id"], schedule, spec_hash

@@ -23,7 +23,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sundial.backend import Key
-from sundial.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION, SCHEDULEDJOB_LABEL, slot_from_job_name
+from sundial.cronjob import (
+    REQUEST_ANNOTATION,
+    SCHEDULED_TIMESTAMP_ANNOTATION,
+    SCHEDULEDJOB_LABEL,
+    slot_from_job_name,
+)
 from sundial.missed import JobRecord
 from sundial.status import parse_time
 
@@ -64,6 +69,7 @@ def job_record(job: dict[str, Any]) -> JobRecord | None:
         succeeded=succeeded,
         failed=failed,
         name=meta.get("name", ""),
+        requested=(meta.get("annotations") or {}).get(REQUEST_ANNOTATION),
         reason=conditions["Failed"].get("reason") if failed else None,
         message=conditions["Failed"].get("message") if failed else None,
     )
@@ -219,7 +225,8 @@ class WatchCache:
             return owner
         self._jobs.put(job, {"owner": owner, "record": record}, version)
         self._jobs_by_owner[owner].add(job)
-        self._remember_slot(owner, record.scheduled_time)
+        if record.requested is None:  # a requested run is no slot's evidence
+            self._remember_slot(owner, record.scheduled_time)
         return owner
 
     def remove_job(self, obj: dict[str, Any]) -> Key | None:

@@ -97,6 +97,8 @@ def test_sample_becomes_a_cronjob_and_a_filled_row(
         "RUN",
         "NEXT",
         "RUN",
+        "LAST",
+        "RESULT",
         "MISSED",
         "READY",
         "AGE",
@@ -106,6 +108,8 @@ def test_sample_becomes_a_cronjob_and_a_filled_row(
     assert "True" in row
     wide = kubectl.run("get", "sj", "-n", namespace, "-o", "wide").stdout
     assert "TIMEZONE" in wide
+    assert "LAST DURATION" in wide
+    assert "FAILURES" in wide
     assert "Europe/Berlin" in wide
 
 

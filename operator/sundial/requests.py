@@ -1,0 +1,235 @@
+"""Run-now and backfill requests: what the annotations ask for, which are still to do, and
+the slots of a backfill. Pure; `now` is passed in.
+
+A request is an annotation carrying an id (`sundial.dev/run-now: <id>`,
+`sundial.dev/backfill: <id>;<start>;<end>`), written by a person or `kubectl sundial`.
+Annotations, not spec: they do not move metadata.generation, so a request is not a spec
+change for GitOps tools, and the one watch event it makes is one pass. Each id is acted on
+once: status.requests keeps the ids handled, and each backend's action is idempotent per id
+(deterministic Job names; a deterministic Temporal request id), so a pass that acted and
+died before writing status acts again harmlessly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sundial.models import RequestKind, RequestStatus
+from sundial.schedule import Timetable
+
+RUN_NOW_ANNOTATION = "sundial.dev/run-now"
+BACKFILL_ANNOTATION = "sundial.dev/backfill"
+MAX_BACKFILL_SLOTS = 100
+REQUESTS_KEPT = 10
+_EPSILON = timedelta(microseconds=1)
+ID_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Request:
+    kind: RequestKind
+    id: str
+    start: datetime | None = None
+    end: datetime | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.id}"
+
+
+class RequestError(ValueError):
+    """A request that cannot be acted on; the message says what to write instead."""
+
+
+def parse_time(text: str) -> datetime:
+    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ValueError("no time zone")
+    return value
+
+
+def parse_backfill(value: str) -> Request:
+    """`<id>;<start>;<end>`, times in RFC 3339 with a zone, start before end."""
+    parts = value.split(";")
+    if len(parts) != 3:
+        raise RequestError(
+            f"{BACKFILL_ANNOTATION} must be <id>;<start>;<end> (RFC 3339 times), got {value!r}"
+        )
+    request_id = _checked_id(parts[0].strip(), BACKFILL_ANNOTATION)
+    try:
+        start, end = parse_time(parts[1]), parse_time(parts[2])
+    except ValueError:
+        raise RequestError(
+            f"{BACKFILL_ANNOTATION}: start and end must be RFC 3339 times with a zone, such "
+            f"as 2026-12-01T00:00:00Z; got {parts[1]!r} and {parts[2]!r}"
+        ) from None
+    if end <= start:
+        raise RequestError(f"{BACKFILL_ANNOTATION}: the end ({parts[2]}) must be after the "
+                           f"start ({parts[1]})")  # fmt: skip
+    return Request("Backfill", request_id, start, end)
+
+
+def _checked_id(request_id: str, annotation: str) -> str:
+    if not ID_PATTERN.match(request_id):
+        raise RequestError(
+            f"{annotation}: the id {request_id!r} must be 1-63 letters, digits, '.', '_' or "
+            "'-', starting and ending with a letter or digit"
+        )
+    return request_id
+
+
+def requested(annotations: dict[str, str]) -> list[Request | tuple[RequestKind, str, str]]:
+    """The requests the annotations make: a Request, or (kind, id, problem) for one that
+    cannot be read (the id is the raw value's, so the refusal is recorded once)."""
+    found: list[Request | tuple[RequestKind, str, str]] = []
+    run_now = annotations.get(RUN_NOW_ANNOTATION)
+    if run_now is not None:
+        try:
+            found.append(Request("RunNow", _checked_id(run_now.strip(), RUN_NOW_ANNOTATION)))
+        except RequestError as error:
+            found.append(("RunNow", _refusal_id(run_now), str(error)))
+    backfill = annotations.get(BACKFILL_ANNOTATION)
+    if backfill is not None:
+        try:
+            found.append(parse_backfill(backfill))
+        except RequestError as error:
+            found.append(("Backfill", _refusal_id(backfill.split(";")[0]), str(error)))
+    return found
+
+
+def _refusal_id(raw: str) -> str:
+    """An id to record a refusal under: the raw id if it is one, else a hash of it."""
+    raw = raw.strip()
+    if ID_PATTERN.match(raw):
+        return raw
+    return "invalid-" + hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+def find(handled: list[RequestStatus], kind: RequestKind, request_id: str) -> RequestStatus | None:
+    return next((r for r in handled if r.kind == kind and r.id == request_id), None)
+
+
+def is_settled(entry: RequestStatus | None) -> bool:
+    return entry is not None and entry.outcome in ("Done", "Refused")
+
+
+def backfill_slots(table: Timetable, start: datetime, end: datetime) -> list[datetime]:
+    """The slots in [start, end] by the object's own schedule, at most one past the cap (so
+    a range over it is known to be over it, without listing it all)."""
+    slots: list[datetime] = []
+    for slot in table.slots(start - _EPSILON):
+        if slot > end or len(slots) > MAX_BACKFILL_SLOTS:
+            break
+        slots.append(slot)
+    return slots
+
+
+def over_cap_message(count: int) -> str:
+    return (
+        f"the range holds more than {MAX_BACKFILL_SLOTS} runs ({count}+ counted): split it "
+        f"into requests of at most {MAX_BACKFILL_SLOTS} slots each"
+    )
+
+
+def with_entry(handled: list[RequestStatus], entry: RequestStatus) -> list[RequestStatus]:
+    """The list with `entry` in place of the same request, newest last, REQUESTS_KEPT kept."""
+    rest = [r for r in handled if (r.kind, r.id) != (entry.kind, entry.id)]
+    return [*rest, entry][-REQUESTS_KEPT:]
+
+
+def job_suffix(request: Request, slot: datetime) -> str:
+    """The deterministic part of a requested Job's name: the same request and slot always
+    name the same Job, so a repeated pass creates nothing twice. 10 characters, as the
+    CronJob controller's own suffix."""
+    digest = hashlib.sha256(f"{request.label}/{slot.isoformat()}".encode()).hexdigest()
+    return "r" + digest[:9]
+
+
+def temporal_request_id(uid: str, request: Request) -> str:
+    """Temporal dedups a schedule patch by its request id: the same for every attempt."""
+    return hashlib.sha256(f"{uid}/{request.label}".encode()).hexdigest()[:32]
+
+
+def entry_for(request: Request, handled: list[RequestStatus], now: datetime) -> RequestStatus:
+    """The request's status entry: as handled so far, or a new one received now."""
+    return find(handled, request.kind, request.id) or RequestStatus(
+        kind=request.kind, id=request.id, outcome="InProgress", received_time=now,
+        start=request.start, end=request.end,
+    )  # fmt: skip
+
+
+def refused(kind: RequestKind, request_id: str, message: str, now: datetime) -> RequestStatus:
+    return RequestStatus(kind=kind, id=request_id, outcome="Refused", message=message,
+                         received_time=now)  # fmt: skip
+
+
+def slots_for(
+    request: Request, entry: RequestStatus, table: Timetable, now: datetime
+) -> list[datetime] | str:
+    """The runs the request asks for (their scheduled times), or why it is refused. A run
+    now is for the moment it was received; a backfill is for the past slots in its range."""
+    if request.kind == "RunNow":
+        return [entry.received_time.replace(microsecond=0)]
+    if request.start is None or request.end is None:
+        raise ValueError("a backfill request has a start and an end")
+    if request.end > now:
+        return (
+            f"the backfill range must end in the past (it ends {request.end.isoformat()}): "
+            "the schedule itself runs the slots still to come"
+        )
+    slots = backfill_slots(table, request.start, request.end)
+    if len(slots) > MAX_BACKFILL_SLOTS:
+        return over_cap_message(len(slots))
+    return slots
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """A request to act on in this pass: its entry so far and the runs it asks for."""
+
+    request: Request
+    entry: RequestStatus
+    slots: list[datetime]
+
+
+def open_requests(
+    annotations: dict[str, str], handled: list[RequestStatus], table: Timetable, now: datetime
+) -> tuple[list[RequestStatus], list[OpenRequest]]:
+    """The requests still to act on, and the entries of those refused in this pass
+    (unreadable, over the cap, ...); settled ids are left alone."""
+    refusals: list[RequestStatus] = []
+    to_act: list[OpenRequest] = []
+    for request in requested(annotations):
+        if isinstance(request, tuple):
+            kind, request_id, problem = request
+            if find(handled, kind, request_id) is None:
+                refusals.append(refused(kind, request_id, problem, now))
+            continue
+        entry = entry_for(request, handled, now)
+        if is_settled(entry):
+            continue
+        slots = slots_for(request, entry, table, now)
+        if isinstance(slots, str):
+            refusals.append(entry.model_copy(update={"outcome": "Refused", "message": slots}))
+        else:
+            to_act.append(OpenRequest(request, entry, slots))
+    return refusals, to_act
+
+
+def backfill_of(handled: list[RequestStatus], scheduled: datetime, started: datetime) -> str | None:
+    """The backfill request a Temporal run belongs to (Temporal's actions do not say): one
+    whose range holds its slot, started after the request was received."""
+    for entry in handled:
+        if (
+            entry.kind == "Backfill"
+            and entry.outcome == "Done"
+            and entry.start is not None
+            and entry.end is not None
+            and entry.start <= scheduled <= entry.end
+            and started >= entry.received_time
+        ):
+            return f"Backfill/{entry.id}"
+    return None

@@ -1,0 +1,279 @@
+"""Day-2 operations (issue 12) through `kubectl sundial`, found by kubectl on PATH, against
+the real stack: run now, backfill, suspend with a note, resume, status, list, on both
+backends; repeated ids, the backfill cap, Forbid, bad input, and an operator restart
+between a request and its acknowledgement."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localstack import LocalStack
+from support import Kubectl, OperatorProcess, TemporalSide, eventually, ready
+from support import temporal_scheduledjob as temporal_sj
+
+pytestmark = pytest.mark.cluster
+
+SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+REQUEST = "sundial.dev/request"
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def plugin(kubectl: Kubectl, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl sundial ...`: kubectl finds the kubectl-sundial the package installed."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        [str(kubectl.binary), "sundial", *args, "--kubeconfig", str(kubectl.kubeconfig),
+         "-n", namespace],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+
+
+def jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, Any]]:
+    listed = kubectl.run("get", "jobs", "-n", namespace, "-l", f"sundial.dev/scheduledjob={owner}",
+                         "-o", "json")  # fmt: skip
+    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    return items
+
+
+def requested_jobs(kubectl: Kubectl, namespace: str, owner: str, label: str) -> list[Any]:
+    return [j for j in jobs(kubectl, namespace, owner)
+            if j["metadata"].get("annotations", {}).get(REQUEST) == label]  # fmt: skip
+
+
+def entry(kubectl: Kubectl, name: str, namespace: str, kind: str, request_id: str) -> Any:
+    sj = kubectl.get("scheduledjob", name, namespace) or {}
+    return next((e for e in sj.get("status", {}).get("requests", [])
+                 if (e["kind"], e["id"]) == (kind, request_id)), None)  # fmt: skip
+
+
+def kubernetes_sj(
+    namespace: str, name: str, image: str, script: str, **spec: Any
+) -> dict[str, Any]:
+    """An hourly (unless spec says otherwise) ScheduledJob running `script`, no retries."""
+    return {
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedule": "0 * * * *", "job": {"template": {"spec": {
+            "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "job", "image": image, "command": ["sh", "-c", script]}]}}}}},
+            "successfulRunsHistoryLimit": 20, **spec},
+    }  # fmt: skip
+
+
+def last_hours(count: int) -> tuple[datetime, datetime, list[datetime]]:
+    """A range holding exactly the last `count` hourly slots."""
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    slots = [end - timedelta(hours=i) for i in reversed(range(count))]
+    return slots[0] - timedelta(minutes=30), end + timedelta(seconds=1), slots
+
+
+@pytest.mark.timeout(600)
+def test_run_now_and_backfill_on_kubernetes_each_once(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+    kubectl.apply(kubernetes_sj(namespace, "hourly", busybox, "sleep 1",
+                                concurrencyPolicy="Allow"))  # fmt: skip
+    eventually(lambda: ready(kubectl, "hourly", namespace), what="hourly Ready")
+
+    # run now: one Job, the CronJob its controller, acknowledged.
+    done = plugin(kubectl, namespace, "run", "hourly", "--id", "first")
+    assert done.returncode == 0, done.stderr
+    assert "RunNow first: Done" in done.stdout, done.stdout
+    made = requested_jobs(kubectl, namespace, "hourly", "RunNow/first")
+    assert len(made) == 1, made
+    owner = made[0]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["controller"]) == ("CronJob", True)
+    assert SCHEDULED in made[0]["metadata"]["annotations"]
+    # The same id again: acknowledged at once, nothing made twice.
+    again = plugin(kubectl, namespace, "run", "hourly", "--id", "first")
+    assert again.returncode == 0, again.stderr
+    assert len(requested_jobs(kubectl, namespace, "hourly", "RunNow/first")) == 1
+
+    # backfill of 5 slots: 5 Jobs for exactly those slots.
+    start, end, slots = last_hours(5)
+    done = plugin(kubectl, namespace, "backfill", "hourly", "--from", iso(start), "--to",
+                  iso(end), "--id", "five")  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    made = requested_jobs(kubectl, namespace, "hourly", "Backfill/five")
+    assert sorted(parse(j["metadata"]["annotations"][SCHEDULED]) for j in made) == slots
+
+    # Its runs are listed as backfilled, never late, never missed.
+    def backfilled() -> list[Any]:
+        runs = (kubectl.get("scheduledjob", "hourly", namespace) or {}).get("status", {}).get(
+            "recentRuns", [])  # fmt: skip
+        found = [r for r in runs if r.get("requested") == "Backfill/five"
+                 and "completionTime" in r]  # fmt: skip
+        return found if len(found) == 5 else []
+
+    runs = eventually(backfilled, timeout=120, what="5 backfilled runs ended")
+    assert all("late" not in r and "startDelaySeconds" not in r for r in runs), runs
+    sj = kubectl.get("scheduledjob", "hourly", namespace) or {}
+    assert sj["status"].get("missedRuns", 0) == 0
+    # The same backfill id written by hand again: nothing new.
+    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
+                f"sundial.dev/backfill=five;{iso(start)};{iso(end)}", "touch=1")  # fmt: skip
+    assert len(requested_jobs(kubectl, namespace, "hourly", "Backfill/five")) == 5
+
+    # Over the cap: the plugin refuses before writing; the operator refuses it too.
+    version = sj["metadata"]["resourceVersion"]
+    over = plugin(kubectl, namespace, "backfill", "hourly", "--from",
+                  iso(end - timedelta(hours=200)), "--to", iso(end))  # fmt: skip
+    assert over.returncode == 1
+    assert "split it" in over.stderr, over.stderr
+    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
+                f"sundial.dev/backfill=huge;{iso(end - timedelta(hours=200))};"
+                f"{iso(end)}")  # fmt: skip
+    refused = eventually(lambda: entry(kubectl, "hourly", namespace, "Backfill", "huge"),
+                         what="huge refused")  # fmt: skip
+    assert refused["outcome"] == "Refused", refused
+    assert "split it" in refused["message"], refused
+    assert requested_jobs(kubectl, namespace, "hourly", "Backfill/huge") == []
+    reasons = [e["reason"] for e in kubectl.events(namespace, involvedObject_name="hourly")]
+    assert "RequestRefused" in reasons, reasons
+
+    # Bad input: a clear error, a non-zero exit, and no change.
+    version = (kubectl.get("scheduledjob", "hourly", namespace) or {})["metadata"][
+        "resourceVersion"]  # fmt: skip
+    for args, says in [
+        (["backfill", "hourly", "--from", iso(end), "--to", iso(start)], "must be after"),
+        (["backfill", "hourly", "--from", "yesterday", "--to", iso(end)], "RFC 3339"),
+        (["backfill", "hourly", "--from", iso(start), "--to",
+          iso(datetime.now(UTC) + timedelta(hours=2))], "future"),
+        (["run", "no-such-job"], "no ScheduledJob 'no-such-job'"),
+        (["run", "hourly", "--id", "not valid!"], "--id"),
+    ]:  # fmt: skip
+        result = plugin(kubectl, namespace, *args)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert says in result.stderr, (args, result.stderr)
+    after = (kubectl.get("scheduledjob", "hourly", namespace) or {})["metadata"]
+    assert after["resourceVersion"] == version, "bad input changed the object"
+    usage = plugin(kubectl, namespace, "backfill", "hourly")
+    assert usage.returncode == 2
+    assert "--from" in usage.stderr
+
+    # status and list read it all.
+    shown = plugin(kubectl, namespace, "status", "hourly")
+    assert shown.returncode == 0, shown.stderr
+    for text in ("Backend:   kubernetes", "Next runs:", "Backfill/five", "RunNow first: Done"):
+        assert text in shown.stdout, (text, shown.stdout)
+    as_json = json.loads(plugin(kubectl, namespace, "status", "hourly", "-o", "json").stdout)
+    assert as_json["metadata"]["name"] == "hourly"
+    listed = plugin(kubectl, namespace, "list", "-A")
+    assert namespace in listed.stdout, listed.stdout
+    assert "hourly" in listed.stdout, listed.stdout
+
+
+@pytest.mark.timeout(300)
+def test_run_now_under_forbid_waits_for_the_running_job(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+    kubectl.apply(kubernetes_sj(namespace, "forbid", busybox, "sleep 15",
+                                schedule="0 0 1 1 *", concurrencyPolicy="Forbid"))  # fmt: skip
+    eventually(lambda: ready(kubectl, "forbid", namespace), what="forbid Ready")
+    assert plugin(kubectl, namespace, "run", "forbid", "--id", "a").returncode == 0
+    eventually(lambda: [j for j in requested_jobs(kubectl, namespace, "forbid", "RunNow/a")
+                        if j.get("status", {}).get("active")], what="a running")  # fmt: skip
+    waiting = plugin(kubectl, namespace, "run", "forbid", "--id", "b")
+    assert waiting.returncode == 0, waiting.stderr
+    assert "RunNow b: InProgress" in waiting.stdout, waiting
+    assert "waiting" in waiting.stdout, waiting
+    assert requested_jobs(kubectl, namespace, "forbid", "RunNow/b") == []
+    done = eventually(lambda: (e := entry(kubectl, "forbid", namespace, "RunNow", "b"))
+                      and e["outcome"] == "Done" and e, timeout=90, what="b started")  # fmt: skip
+    assert done["runsStarted"] == 1
+    first = requested_jobs(kubectl, namespace, "forbid", "RunNow/a")[0]
+    second = requested_jobs(kubectl, namespace, "forbid", "RunNow/b")[0]
+    ended = parse(first["status"]["completionTime"])
+    assert parse(second["metadata"]["creationTimestamp"]) >= ended.replace(microsecond=0)
+
+
+@pytest.mark.timeout(300)
+def test_a_request_made_while_the_operator_is_down_is_handled_once(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+    kubectl.apply(kubernetes_sj(namespace, "restarted", busybox, "true",
+                                schedule="0 0 1 1 *"))  # fmt: skip
+    eventually(lambda: ready(kubectl, "restarted", namespace), what="Ready")
+    operator.stop()
+    try:
+        kubectl.run("annotate", "scheduledjob", "restarted", "-n", namespace,
+                    "sundial.dev/run-now=while-down")  # fmt: skip
+    finally:
+        operator.start()
+    eventually(lambda: (e := entry(kubectl, "restarted", namespace, "RunNow", "while-down"))
+               and e["outcome"] == "Done", timeout=90, what="handled")  # fmt: skip
+    operator.restart()
+    eventually(lambda: ready(kubectl, "restarted", namespace), what="Ready after restart")
+    assert len(requested_jobs(kubectl, namespace, "restarted", "RunNow/while-down")) == 1
+
+
+@pytest.mark.timeout(300)
+def test_run_now_backfill_and_a_suspend_note_on_temporal(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    temporal.ensure_worker()
+    kubectl.apply(temporal_sj("hourly", namespace, schedule="0 * * * *"))
+    eventually(lambda: ready(kubectl, "hourly", namespace), what="temporal hourly Ready")
+    handle = temporal.client.get_schedule_handle(f"sundial/{namespace}/hourly")
+
+    began = datetime.now(UTC)
+
+    def actions() -> list[Any]:
+        """The schedule's actions but its own hourly slots (the test may cross an hour)."""
+        return [a for a in temporal.run(handle.describe).info.recent_actions
+                if not (a.scheduled_at >= began and a.scheduled_at.minute == 0
+                        and a.scheduled_at.second == 0)]  # fmt: skip
+
+    done = plugin(kubectl, namespace, "run", "hourly", "--id", "now")
+    assert done.returncode == 0, done
+    assert "RunNow now: Done" in done.stdout, done
+    eventually(lambda: len(actions()) == 1, what="the triggered run")
+    assert plugin(kubectl, namespace, "run", "hourly", "--id", "now").returncode == 0
+    start, end, slots = last_hours(5)
+    done = plugin(kubectl, namespace, "backfill", "hourly", "--from", iso(start), "--to",
+                  iso(end), "--id", "five")  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    backfilled = eventually(
+        lambda: (found := sorted(a.scheduled_at for a in actions() if a.scheduled_at in slots))
+        and len(found) == 5 and found, timeout=60, what="5 backfilled runs",
+    )  # fmt: skip
+    assert backfilled == slots
+    assert len(actions()) == 6, "the repeated run-now id started a second run"
+
+    # suspend with a note: Temporal's pause note carries it; resume lifts it.
+    marked = temporal_sj("hourly", namespace, schedule="0 * * * *")
+    marked["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id": "app:sundial.dev/x"}
+    kubectl.apply(marked)
+    paused = plugin(kubectl, namespace, "suspend", "hourly", "--note", "db migration")
+    assert paused.returncode == 0, paused.stderr
+    assert "Argo CD" in paused.stderr, paused.stderr
+    assert "git" in paused.stderr, paused.stderr
+    eventually(lambda: (state := temporal.run(handle.describe).schedule.state).paused
+               and "db migration" in (state.note or ""), what="paused with the note")  # fmt: skip
+    ready_message = eventually(
+        lambda: (c := [c for c in (kubectl.get("scheduledjob", "hourly", namespace) or {})
+                       .get("status", {}).get("conditions", []) if c["type"] == "Ready"])
+        and "db migration" in c[0]["message"] and c[0]["message"], what="note in Ready",
+    )  # fmt: skip
+    assert "suspended" in ready_message
+    assert plugin(kubectl, namespace, "resume", "hourly").returncode == 0
+    eventually(lambda: not temporal.run(handle.describe).schedule.state.paused, what="resumed")

@@ -1,0 +1,109 @@
+"""Run-now and backfill requests (requests.py): reading the annotations, which are still
+to do, the slots of a backfill and its cap. Pure: `now` is passed in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sundial import requests as rq
+from sundial.models import RequestStatus, ScheduledJobSpec
+from sundial.schedule import timetable
+
+NOW = datetime(2026, 12, 3, 12, 30, tzinfo=UTC)
+HOURLY = timetable(ScheduledJobSpec.model_validate({"schedule": "0 * * * *",
+                                                    "job": {"image": "busybox"}}))  # fmt: skip
+
+
+def done(kind: str, request_id: str) -> RequestStatus:
+    return RequestStatus.model_validate(
+        {"kind": kind, "id": request_id, "outcome": "Done", "receivedTime": NOW}
+    )
+
+
+def test_the_annotations_make_requests_and_bad_ones_are_refused_once() -> None:
+    backfill = "b1;2026-12-01T00:00:00Z;2026-12-01T05:00:00Z"
+    found = rq.requested({rq.RUN_NOW_ANNOTATION: "r1", rq.BACKFILL_ANNOTATION: backfill})
+    assert found[0] == rq.Request("RunNow", "r1")
+    assert found[1] == rq.Request(
+        "Backfill", "b1", datetime(2026, 12, 1, tzinfo=UTC), datetime(2026, 12, 1, 5, tzinfo=UTC)
+    )
+    for value, says in [
+        ("b2;2026-12-01T05:00:00Z;2026-12-01T00:00:00Z", "must be after"),
+        ("b3;yesterday;today", "RFC 3339"),
+        ("b4;2026-12-01T00:00:00", "<id>;<start>;<end>"),
+        ("b5;2026-12-01T00:00:00;2026-12-02T00:00:00", "with a zone"),
+        ("not valid!;2026-12-01T00:00:00Z;2026-12-02T00:00:00Z", "must be 1-63"),
+    ]:
+        (problem,) = rq.requested({rq.BACKFILL_ANNOTATION: value})
+        assert isinstance(problem, tuple), value
+        assert says in problem[2], (value, problem)
+    # An unreadable id is recorded under a stable stand-in, so it is refused only once.
+    a = rq.requested({rq.RUN_NOW_ANNOTATION: "no good"})[0]
+    b = rq.requested({rq.RUN_NOW_ANNOTATION: "no good"})[0]
+    assert isinstance(a, tuple)
+    assert isinstance(b, tuple)
+    assert a[1] == b[1]
+
+
+def test_settled_ids_are_never_acted_on_again() -> None:
+    annotations = {rq.RUN_NOW_ANNOTATION: "r1"}
+    refusals, to_act = rq.open_requests(annotations, [], HOURLY, NOW)
+    assert refusals == []
+    assert [o.request.id for o in to_act] == ["r1"]
+    assert to_act[0].slots == [NOW]
+    _, to_act = rq.open_requests(annotations, [done("RunNow", "r1")], HOURLY, NOW)
+    assert to_act == []
+    # A refusal is recorded once: the next pass sees it settled.
+    bad = {rq.RUN_NOW_ANNOTATION: "no good"}
+    refusals, _ = rq.open_requests(bad, [], HOURLY, NOW)
+    assert [r.outcome for r in refusals] == ["Refused"]
+    refusals, _ = rq.open_requests(bad, refusals, HOURLY, NOW)
+    assert refusals == []
+
+
+def test_a_backfill_asks_for_the_slots_of_its_range_within_the_cap() -> None:
+    start, end = NOW - timedelta(hours=5), NOW
+    request = rq.Request("Backfill", "b", start, end)
+    entry = rq.entry_for(request, [], NOW)
+    slots = rq.slots_for(request, entry, HOURLY, NOW)
+    assert slots == [datetime(2026, 12, 3, h, tzinfo=UTC) for h in range(8, 13)]
+    # A slot exactly at the start is in the range.
+    on_the_hour = rq.Request("Backfill", "c", datetime(2026, 12, 3, 8, tzinfo=UTC), end)
+    assert rq.slots_for(on_the_hour, entry, HOURLY, NOW)[0] == datetime(2026, 12, 3, 8, tzinfo=UTC)
+    huge = rq.Request("Backfill", "h", NOW - timedelta(hours=101), NOW)
+    message = rq.slots_for(huge, entry, HOURLY, NOW)
+    assert isinstance(message, str)
+    assert "split it" in message
+    exactly = rq.Request("Backfill", "x", NOW - timedelta(hours=99, minutes=30), NOW)
+    assert len(rq.slots_for(exactly, entry, HOURLY, NOW)) == rq.MAX_BACKFILL_SLOTS
+    future = rq.Request("Backfill", "f", start, NOW + timedelta(hours=1))
+    assert "end in the past" in str(rq.slots_for(future, entry, HOURLY, NOW))
+
+
+def test_names_and_temporal_request_ids_are_the_same_for_the_same_request() -> None:
+    request = rq.Request("Backfill", "b", NOW, NOW)
+    assert rq.job_suffix(request, NOW) == rq.job_suffix(rq.Request("Backfill", "b", NOW, NOW),
+                                                        NOW)  # fmt: skip
+    assert rq.job_suffix(request, NOW) != rq.job_suffix(request, NOW + timedelta(hours=1))
+    assert len(rq.job_suffix(request, NOW)) == 10
+    assert rq.temporal_request_id("uid", request) != rq.temporal_request_id("uid2", request)
+
+
+def test_the_list_keeps_the_latest_ten_with_one_entry_per_request() -> None:
+    handled: list[RequestStatus] = []
+    for index in range(12):
+        handled = rq.with_entry(handled, done("RunNow", f"r{index}"))
+    handled = rq.with_entry(handled, done("RunNow", "r11"))
+    assert [e.id for e in handled] == [f"r{i}" for i in range(2, 12)]
+
+
+@pytest.mark.parametrize("started_late", [False, True])
+def test_a_temporal_run_belongs_to_the_backfill_whose_range_holds_it(started_late: bool) -> None:
+    entry = done("Backfill", "b").model_copy(
+        update={"start": NOW - timedelta(hours=3), "end": NOW - timedelta(hours=1)}
+    )
+    started = NOW + timedelta(minutes=1) if started_late else NOW - timedelta(minutes=1)
+    label = rq.backfill_of([entry], NOW - timedelta(hours=2), started)
+    assert label == ("Backfill/b" if started_late else None)
