@@ -55,10 +55,10 @@ fmt: $(VENV)/.installed
 
 ## make crds: regenerate the CRDs from the pydantic models
 crds: $(VENV)/.installed
-	$(PY) -m sundial.crdgen crds
+	$(PY) -m sundial.api.crdgen crds
 
 check-crds: $(VENV)/.installed
-	@$(PY) -m sundial.crdgen --check crds
+	@$(PY) -m sundial.api.crdgen --check crds
 
 bench: $(VENV)/.installed binaries
 	$(PY) bench/run.py

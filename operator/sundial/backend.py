@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sundial.missed import JobRecord
-from sundial.models import MissedRun, ScheduledJobStatus
-from sundial.runs import RunHistory
+from sundial.api.models import MissedRun, ScheduledJobStatus
+from sundial.planning.missed import JobRecord
+from sundial.planning.runs import RunHistory
 
 Key = tuple[str, str]
 

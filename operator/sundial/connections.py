@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from sundial.backend import SpecProblem
-from sundial.connection_models import (
+from sundial.api.connection_models import (
     CLUSTER_CONNECTION_KIND,
     CLUSTER_CONNECTION_PLURAL,
     CONNECTION_PLURAL,
@@ -27,9 +26,10 @@ from sundial.connection_models import (
     ConnectionSecretRef,
     TemporalConnectionSpec,
 )
-from sundial.connection_policy import refusal
+from sundial.api.models import ConnectionRef, ScheduledJob
+from sundial.backend import SpecProblem
 from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found, refusal_reason
-from sundial.models import ConnectionRef, ScheduledJob
+from sundial.planning.connection_policy import refusal
 from sundial.temporal import Connection
 from sundial.workqueue import Retry
 

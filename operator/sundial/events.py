@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from sundial.api.models import GROUP, KIND, VERSION, ScheduledJob
 from sundial.kube import KubeClient
-from sundial.models import GROUP, KIND, VERSION, ScheduledJob
 
 log = logging.getLogger(__name__)
 

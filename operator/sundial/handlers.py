@@ -21,15 +21,15 @@ from typing import Any
 
 import kopf
 
+from sundial.api.models import GROUP, PLURAL, VERSION
 from sundial.backend import Key
 from sundial.config import OperatorConfig
 from sundial.connections import ConnectionResolver
-from sundial.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
-from sundial.models import GROUP, PLURAL, VERSION
+from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend

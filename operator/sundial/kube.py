@@ -15,7 +15,7 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from sundial.models import GROUP, PLURAL, VERSION
+from sundial.api.models import GROUP, PLURAL, VERSION
 
 FIELD_MANAGER = "sundial"
 LIST_PAGE = 500

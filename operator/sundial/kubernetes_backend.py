@@ -7,9 +7,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sundial import cronjob as cj
-from sundial import requests as rq
-from sundial import status as st
+from sundial.api.models import (
+    MissedRun,
+    RequestStatus,
+    RunAccounting,
+    ScheduledJob,
+    ScheduledJobSpec,
+)
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
 from sundial.kube import (
@@ -20,23 +24,19 @@ from sundial.kube import (
     is_not_found,
     refusal_reason,
 )
-from sundial.missed import (
+from sundial.ownwrites import OwnWrites
+from sundial.planning import cronjob as cj
+from sundial.planning import requests as rq
+from sundial.planning import status as st
+from sundial.planning.missed import (
     SETTLE,
     KubernetesEvidence,
     judge_kubernetes,
     start_accounting,
     timetable_hash,
 )
-from sundial.models import (
-    MissedRun,
-    RequestStatus,
-    RunAccounting,
-    ScheduledJob,
-    ScheduledJobSpec,
-)
-from sundial.ownwrites import OwnWrites
-from sundial.runs import job_run, limits, run_history
-from sundial.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.planning.runs import job_run, limits, run_history
+from sundial.planning.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.watchcache import job_record
 from sundial.workqueue import Retry
 

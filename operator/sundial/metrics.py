@@ -8,8 +8,8 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from sundial.models import MissedRun, ScheduledJobStatus
-from sundial.runs import RunHistory
+from sundial.api.models import MissedRun, ScheduledJobStatus
+from sundial.planning.runs import RunHistory
 
 Key = tuple[str, str]
 

@@ -24,9 +24,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from sundial import requests as rq
-from sundial.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
-from sundial.schedule import ScheduleError, timetable
+from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
+from sundial.planning import requests as rq
+from sundial.planning.schedule import ScheduleError, timetable
 
 FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")

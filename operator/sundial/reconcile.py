@@ -17,16 +17,16 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from sundial import status as st
+from sundial.api.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
-from sundial.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
 from sundial.ownwrites import OwnWrites
-from sundial.requests import with_entry
-from sundial.schedule import ScheduleError, timetable
+from sundial.planning import status as st
+from sundial.planning.requests import with_entry
+from sundial.planning.schedule import ScheduleError, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.workqueue import Retry

@@ -10,38 +10,31 @@ from datetime import UTC, datetime, timedelta
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
-from sundial import requests as rq
-from sundial import status as st
-from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
-from sundial.config import OperatorConfig
-from sundial.connections import ConnectionResolver
-from sundial.cronjob import ADOPT_ANNOTATION, adoption_requested
-from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message
-from sundial.missed import (
-    Judgement,
-    TemporalEvidence,
-    judge_temporal,
-    start_accounting,
-    timetable_hash,
-)
-from sundial.models import (
+from sundial.api.models import (
     BackendRef,
     ConnectionRef,
     RequestStatus,
     ScheduledJob,
     TemporalCounters,
 )
-from sundial.runs import ObservedRun, is_finished, limits, run_history, workflow_run
-from sundial.schedule import Timetable, both_days_restricted, parse_duration
-from sundial.temporal import (
-    Connection,
-    Temporal,
-    TemporalRejected,
-    TemporalUnavailable,
-    schedule_fingerprint,
+from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
+from sundial.config import OperatorConfig
+from sundial.connections import ConnectionResolver
+from sundial.events import EventRecorder
+from sundial.kube import ApiException, KubeClient, api_error_message
+from sundial.planning import requests as rq
+from sundial.planning import status as st
+from sundial.planning.cronjob import ADOPT_ANNOTATION, adoption_requested
+from sundial.planning.missed import (
+    Judgement,
+    TemporalEvidence,
+    judge_temporal,
+    start_accounting,
+    timetable_hash,
 )
-from sundial.temporal_schedule import (
+from sundial.planning.runs import ObservedRun, is_finished, limits, run_history, workflow_run
+from sundial.planning.schedule import Timetable, both_days_restricted, parse_duration
+from sundial.planning.temporal_schedule import (
     OVERLAP,
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
@@ -52,6 +45,13 @@ from sundial.temporal_schedule import (
     schedule_id,
     suspend_note,
     temporal_schedule,
+)
+from sundial.temporal import (
+    Connection,
+    Temporal,
+    TemporalRejected,
+    TemporalUnavailable,
+    schedule_fingerprint,
 )
 from sundial.workqueue import Retry
 

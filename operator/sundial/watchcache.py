@@ -23,14 +23,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sundial.backend import Key
-from sundial.cronjob import (
+from sundial.planning.cronjob import (
     REQUEST_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
     SCHEDULEDJOB_LABEL,
     slot_from_job_name,
 )
-from sundial.missed import JobRecord
-from sundial.status import parse_time
+from sundial.planning.missed import JobRecord
+from sundial.planning.status import parse_time
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
 SEEN_SLOTS_KEPT = timedelta(days=2)

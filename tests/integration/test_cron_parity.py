@@ -28,8 +28,8 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from sundial.models import ScheduledJobSpec
-from sundial.schedule import ScheduleError, timetable
+from sundial.api.models import ScheduledJobSpec
+from sundial.planning.schedule import ScheduleError, timetable
 from support import REPO, Kubectl, TemporalSide
 
 pytestmark = pytest.mark.cluster

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from sundial.connection_models import (
+from sundial.api.connection_models import (
     ClusterTemporalConnectionSpec,
     LabelSelector,
     TemporalConnectionSpec,
 )
-from sundial.connection_policy import refusal, selector_matches
-from sundial.models import BackendRef, ConnectionRef, ScheduledJob
+from sundial.api.models import BackendRef, ConnectionRef, ScheduledJob
+from sundial.planning.connection_policy import refusal, selector_matches
 from sundial.temporal_backend import MadeSchedule, _previous_schedule, _same_place
 
 LABELS = {"kubernetes.io/metadata.name": "payments", "team": "pay", "tier": "prod"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from sundial import crdgen
+from sundial.api import crdgen
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "scheduledjobs.sundial.dev.yaml"
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from sundial.cronjob import (
+from sundial.api.models import ScheduledJob
+from sundial.planning.cronjob import (
     SCHEDULEDJOB_LABEL,
     SPEC_HASH_ANNOTATION,
     cronjob_manifest,
@@ -14,7 +15,6 @@ from sundial.cronjob import (
     metadata_in_step,
     spec_in_step,
 )
-from sundial.models import ScheduledJob
 
 
 def scheduledjob(**spec: Any) -> ScheduledJob:
@@ -196,7 +196,7 @@ def test_is_subset() -> None:
 def test_the_controllers_events_name_the_slots_of_jobs_gone_since() -> None:
     from datetime import UTC, datetime
 
-    from sundial.cronjob import slots_in_controller_events
+    from sundial.planning.cronjob import slots_in_controller_events
 
     messages = [
         "Created job invoices-29412245",

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from sundial.api.models import ScheduledJob
 from sundial.events import EventRecorder
-from sundial.models import ScheduledJob
 
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from images import REPO
-from sundial.cronjob import cronjob_manifest
-from sundial.models import ScheduledJob
+from sundial.api.models import ScheduledJob
+from sundial.planning.cronjob import cronjob_manifest
 
 SERVICE = REPO / "examples" / "service"
 

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sundial.missed import (
+from sundial.api.models import MissedRun, ScheduledJobSpec
+from sundial.planning.missed import (
     JobRecord,
     KubernetesEvidence,
     counts_as_missed,
@@ -19,8 +20,7 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import MissedRun, ScheduledJobSpec
-from sundial.schedule import timetable
+from sundial.planning.schedule import timetable
 
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 MINUTES = 30

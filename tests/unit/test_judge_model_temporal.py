@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sundial.missed import (
+from sundial.api.models import MissedRun, ScheduledJobSpec, TemporalCounters
+from sundial.planning.missed import (
     RECENT_ACTIONS_KEPT,
     SETTLE,
     TemporalEvidence,
@@ -22,8 +23,7 @@ from sundial.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.models import MissedRun, ScheduledJobSpec, TemporalCounters
-from sundial.schedule import timetable
+from sundial.planning.schedule import timetable
 
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 SLOTS = 40

@@ -7,9 +7,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sundial.api.models import ScheduledJob, ScheduledJobSpec
 from sundial.kubernetes_backend import KubernetesBackend
-from sundial.missed import timetable_hash
-from sundial.models import ScheduledJob, ScheduledJobSpec
+from sundial.planning.missed import timetable_hash
 from sundial.watchcache import WatchCache
 
 NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)

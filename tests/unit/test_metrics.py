@@ -9,10 +9,10 @@ from pathlib import Path
 
 import yaml
 
+from sundial.api.models import ScheduledJobStatus
 from sundial.metrics import Metrics
-from sundial.missed import JobRecord
-from sundial.models import ScheduledJobStatus
-from sundial.runs import Limits, job_run, run_history
+from sundial.planning.missed import JobRecord
+from sundial.planning.runs import Limits, job_run, run_history
 
 RULES = Path(__file__).parents[2] / "manifests" / "monitoring" / "prometheusrule.yaml"
 KEY = ("team", "nightly")

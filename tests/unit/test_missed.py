@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sundial.missed import (
+from sundial.api.models import MissedRun, RunAccounting, ScheduledJobSpec, TemporalCounters
+from sundial.planning.missed import (
     SETTLE,
     JobRecord,
     KubernetesEvidence,
@@ -16,9 +17,8 @@ from sundial.missed import (
     tally,
     timetable_hash,
 )
-from sundial.models import MissedRun, RunAccounting, ScheduledJobSpec, TemporalCounters
-from sundial.schedule import timetable
-from sundial.status import runs_missed
+from sundial.planning.schedule import timetable
+from sundial.planning.status import runs_missed
 
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -283,7 +283,7 @@ def test_tally_never_decreases_and_keeps_ten() -> None:
 
 
 def test_runs_missed_condition_is_set_by_a_miss_and_cleared_by_an_on_time_run() -> None:
-    from sundial.missed import Judgement
+    from sundial.planning.missed import Judgement
 
     miss = [MissedRun(scheduled_time=at(1), reason="ControllerDown")]
     runs = tally(0, 0, None, [], miss)

@@ -7,10 +7,10 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+from sundial.api.models import ScheduledJob
 from sundial.kubernetes_backend import KubernetesBackend
-from sundial.models import ScheduledJob
 from sundial.ownwrites import OwnWrites
-from sundial.schedule import timetable
+from sundial.planning.schedule import timetable
 from sundial.watchcache import WatchCache
 
 NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sundial import requests as rq
-from sundial.models import RequestStatus, ScheduledJobSpec
-from sundial.schedule import timetable
+from sundial.api.models import RequestStatus, ScheduledJobSpec
+from sundial.planning import requests as rq
+from sundial.planning.schedule import timetable
 
 NOW = datetime(2026, 12, 3, 12, 30, tzinfo=UTC)
 HOURLY = timetable(ScheduledJobSpec.model_validate({"schedule": "0 * * * *",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sundial import status as st
-from sundial.missed import JobRecord
-from sundial.models import ScheduledJob, ScheduledJobStatus
-from sundial.runs import (
+from sundial.api.models import ScheduledJob, ScheduledJobStatus
+from sundial.planning import status as st
+from sundial.planning.missed import JobRecord
+from sundial.planning.runs import (
     Limits,
     ObservedRun,
     RunHistory,

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from sundial.models import IntervalSpec, ScheduledJobSpec
-from sundial.schedule import (
+from sundial.api.models import IntervalSpec, ScheduledJobSpec
+from sundial.planning.schedule import (
     MACROS,
     ScheduleError,
     both_days_restricted,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sundial.status import merge_patch
+from sundial.planning.status import merge_patch
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:

@@ -12,8 +12,8 @@ from temporalio.client import (
     ScheduleOverlapPolicy,
 )
 
-from sundial.models import ScheduledJob
-from sundial.temporal_schedule import (
+from sundial.api.models import ScheduledJob
+from sundial.planning.temporal_schedule import (
     DEFAULT_CATCHUP_WINDOW,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,

@@ -13,14 +13,14 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sundial.models import (
+from sundial.api.models import (
     MissedRun,
     MissReason,
     RunAccounting,
     ScheduledJobSpec,
     TemporalCounters,
 )
-from sundial.schedule import Timetable
+from sundial.planning.schedule import Timetable
 
 # Time the backend gets to start a slot before the slot is looked at.
 SETTLE = timedelta(seconds=10)

@@ -3,7 +3,7 @@
 pydantic emits JSON Schema with `$ref`, `anyOf [X, null]` for optional fields and a `title`
 everywhere; a Kubernetes structural schema allows none of those. This module turns one into
 the other, and adds what only a CRD has (printer columns, subresources). Run it with
-`python -m sundial.crdgen crds` (`make crds`); `--check crds` says whether crds/ is fresh.
+`python -m sundial.api.crdgen crds` (`make crds`); `--check crds` says whether crds/ is fresh.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sundial import connection_models, models
+from sundial.api import connection_models, models
 
 _DROPPED_KEYWORDS = {"title", "examples", "discriminator"}
 
@@ -244,7 +244,7 @@ def render_all() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sundial.crdgen")
+    parser = argparse.ArgumentParser(prog="python -m sundial.api.crdgen")
     parser.add_argument("directory", type=Path, help="where the CRDs are written (crds/)")
     parser.add_argument("--check", action="store_true", help="only say whether it is fresh")
     args = parser.parse_args(argv)

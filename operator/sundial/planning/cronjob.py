@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from sundial.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
+from sundial.api.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "sundial"

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
-from sundial.models import Backend, IntervalSpec, ScheduledJobSpec
+from sundial.api.models import Backend, IntervalSpec, ScheduledJobSpec
 
 MACROS = {
     "@yearly": "0 0 1 1 *",

@@ -15,15 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sundial.missed import JobRecord
-from sundial.models import (
+from sundial.api.models import (
     MonitoringSpec,
     RecentRun,
     RunResult,
     ScheduledJobSpec,
     ScheduledJobStatus,
 )
-from sundial.schedule import parse_duration
+from sundial.planning.missed import JobRecord
+from sundial.planning.schedule import parse_duration
 
 DEFAULT_START_GRACE = timedelta(seconds=60)
 MAX_RUN_DURATION_EXCEEDED = "MaxRunDurationExceeded"

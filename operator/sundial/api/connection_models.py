@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sundial.models import ApiModel, ConnectionRef
+from sundial.api.models import ApiModel, ConnectionRef
 
 __all__ = ["ConnectionRef"]
 

@@ -13,18 +13,18 @@ from typing import Any
 
 from temporalio.client import ScheduleDescription
 
-from sundial.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
-from sundial.missed import Judgement, Tally, counts_as_missed, tally
-from sundial.models import (
+from sundial.api.models import (
     BackendRef,
     Condition,
     ConditionStatus,
     ScheduledJob,
     ScheduledJobStatus,
 )
-from sundial.runs import Limits, RunHistory, limits
-from sundial.schedule import Timetable
-from sundial.temporal_schedule import SWITCH_NOTE
+from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
+from sundial.planning.missed import Judgement, Tally, counts_as_missed, tally
+from sundial.planning.runs import Limits, RunHistory, limits
+from sundial.planning.schedule import Timetable
+from sundial.planning.temporal_schedule import SWITCH_NOTE
 
 READY = "Ready"
 RUNS_MISSED = "RunsMissed"

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sundial.models import RequestKind, RequestStatus
-from sundial.schedule import Timetable
+from sundial.api.models import RequestKind, RequestStatus
+from sundial.planning.schedule import Timetable
 
 RUN_NOW_ANNOTATION = "sundial.dev/run-now"
 BACKFILL_ANNOTATION = "sundial.dev/backfill"

@@ -3,12 +3,12 @@ ScheduledJob and its namespace's labels. No I/O, no SDK types."""
 
 from __future__ import annotations
 
-from sundial.connection_models import (
+from sundial.api.connection_models import (
     ClusterTemporalConnectionSpec,
     LabelSelector,
     TemporalConnectionSpec,
 )
-from sundial.models import ConnectionRef, ScheduledJob
+from sundial.api.models import ConnectionRef, ScheduledJob
 
 
 def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:

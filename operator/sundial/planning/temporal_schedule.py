@@ -18,8 +18,14 @@ from temporalio.client import (
 )
 from temporalio.common import RetryPolicy
 
-from sundial.models import GROUP, ConcurrencyPolicy, ScheduledJob, ScheduledJobSpec, WorkflowSpec
-from sundial.schedule import parse_duration
+from sundial.api.models import (
+    GROUP,
+    ConcurrencyPolicy,
+    ScheduledJob,
+    ScheduledJobSpec,
+    WorkflowSpec,
+)
+from sundial.planning.schedule import parse_duration
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
 SCHEDULEDJOB_MEMO_KEY = f"{GROUP}/scheduledjob"

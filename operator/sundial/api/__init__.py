@@ -1,0 +1,1 @@
+"""The API: the pydantic models every CRD is generated from (crdgen.py)."""
