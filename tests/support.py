@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -255,3 +256,34 @@ def temporal_scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, A
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def parse_time(value: str) -> datetime:
+    """An RFC 3339 time as the apiserver writes it."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def wait_until(moment: datetime) -> None:
+    delay = (moment - datetime.now(UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def sj_status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
+    """The ScheduledJob's status ({} before the first write); it must exist."""
+    sj = kubectl.get("scheduledjob", name, namespace)
+    assert sj is not None, f"no ScheduledJob {namespace}/{name}"
+    result: dict[str, Any] = sj.get("status", {})
+    return result
+
+
+def conditions_of(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status.get("conditions", [])}
+
+
+def owned_jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, Any]]:
+    """The Jobs of a ScheduledJob's CronJob (Sundial's label), as the apiserver has them."""
+    listed = kubectl.run("get", "jobs", "-n", namespace, "-l", f"sundial.dev/scheduledjob={owner}",
+                         "-o", "json")  # fmt: skip
+    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    return items

@@ -16,17 +16,21 @@ from typing import Any
 import pytest
 
 from localstack import LocalStack
-from support import Kubectl, OperatorProcess, TemporalSide, eventually, ready
+from support import (
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    eventually,
+    owned_jobs,
+    parse_time,
+    ready,
+)
 from support import temporal_scheduledjob as temporal_sj
 
 pytestmark = pytest.mark.cluster
 
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 REQUEST = "sundial.dev/request"
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def iso(moment: datetime) -> str:
@@ -43,15 +47,8 @@ def plugin(kubectl: Kubectl, namespace: str, *args: str) -> subprocess.Completed
     )  # fmt: skip
 
 
-def jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, Any]]:
-    listed = kubectl.run("get", "jobs", "-n", namespace, "-l", f"sundial.dev/scheduledjob={owner}",
-                         "-o", "json")  # fmt: skip
-    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
-    return items
-
-
 def requested_jobs(kubectl: Kubectl, namespace: str, owner: str, label: str) -> list[Any]:
-    return [j for j in jobs(kubectl, namespace, owner)
+    return [j for j in owned_jobs(kubectl, namespace, owner)
             if j["metadata"].get("annotations", {}).get(REQUEST) == label]  # fmt: skip
 
 
@@ -76,6 +73,13 @@ def kubernetes_sj(
     }  # fmt: skip
 
 
+def applied_ready(
+    kubectl: Kubectl, namespace: str, name: str, image: str, script: str, **spec: Any
+) -> None:
+    kubectl.apply(kubernetes_sj(namespace, name, image, script, **spec))
+    eventually(lambda: ready(kubectl, name, namespace), what=f"{name} Ready")
+
+
 def last_hours(count: int) -> tuple[datetime, datetime, list[datetime]]:
     """A range holding exactly the last `count` hourly slots."""
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -88,9 +92,7 @@ def test_run_now_and_backfill_on_kubernetes_each_once(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
 ) -> None:
     busybox = stack.images["busybox"]
-    kubectl.apply(kubernetes_sj(namespace, "hourly", busybox, "sleep 1",
-                                concurrencyPolicy="Allow"))  # fmt: skip
-    eventually(lambda: ready(kubectl, "hourly", namespace), what="hourly Ready")
+    applied_ready(kubectl, namespace, "hourly", busybox, "sleep 1", concurrencyPolicy="Allow")
 
     # run now: one Job, the CronJob its controller, acknowledged.
     done = plugin(kubectl, namespace, "run", "hourly", "--id", "first")
@@ -112,7 +114,7 @@ def test_run_now_and_backfill_on_kubernetes_each_once(
                   iso(end), "--id", "five")  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
     made = requested_jobs(kubectl, namespace, "hourly", "Backfill/five")
-    assert sorted(parse(j["metadata"]["annotations"][SCHEDULED]) for j in made) == slots
+    assert sorted(parse_time(j["metadata"]["annotations"][SCHEDULED]) for j in made) == slots
 
     # Its runs are listed as backfilled, never late, never missed.
     def backfilled() -> list[Any]:
@@ -185,9 +187,8 @@ def test_run_now_under_forbid_waits_for_the_running_job(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
 ) -> None:
     busybox = stack.images["busybox"]
-    kubectl.apply(kubernetes_sj(namespace, "forbid", busybox, "sleep 15",
-                                schedule="0 0 1 1 *", concurrencyPolicy="Forbid"))  # fmt: skip
-    eventually(lambda: ready(kubectl, "forbid", namespace), what="forbid Ready")
+    applied_ready(kubectl, namespace, "forbid", busybox, "sleep 15", schedule="0 0 1 1 *",
+                  concurrencyPolicy="Forbid")  # fmt: skip
     assert plugin(kubectl, namespace, "run", "forbid", "--id", "a").returncode == 0
     eventually(lambda: [j for j in requested_jobs(kubectl, namespace, "forbid", "RunNow/a")
                         if j.get("status", {}).get("active")], what="a running")  # fmt: skip
@@ -201,8 +202,8 @@ def test_run_now_under_forbid_waits_for_the_running_job(
     assert done["runsStarted"] == 1
     first = requested_jobs(kubectl, namespace, "forbid", "RunNow/a")[0]
     second = requested_jobs(kubectl, namespace, "forbid", "RunNow/b")[0]
-    ended = parse(first["status"]["completionTime"])
-    assert parse(second["metadata"]["creationTimestamp"]) >= ended.replace(microsecond=0)
+    ended = parse_time(first["status"]["completionTime"])
+    assert parse_time(second["metadata"]["creationTimestamp"]) >= ended.replace(microsecond=0)
 
 
 @pytest.mark.timeout(300)
@@ -210,9 +211,7 @@ def test_a_request_made_while_the_operator_is_down_is_handled_once(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
 ) -> None:
     busybox = stack.images["busybox"]
-    kubectl.apply(kubernetes_sj(namespace, "restarted", busybox, "true",
-                                schedule="0 0 1 1 *"))  # fmt: skip
-    eventually(lambda: ready(kubectl, "restarted", namespace), what="Ready")
+    applied_ready(kubectl, namespace, "restarted", busybox, "true", schedule="0 0 1 1 *")
     operator.stop()
     try:
         kubectl.run("annotate", "scheduledjob", "restarted", "-n", namespace,

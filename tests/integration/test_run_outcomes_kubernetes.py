@@ -6,36 +6,30 @@ of minute slots serves all four, so their waits overlap."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from localstack import LocalStack
-from support import Kubectl, OperatorProcess, eventually, sample, scrape
+from support import (
+    Kubectl,
+    OperatorProcess,
+    conditions_of,
+    eventually,
+    parse_time,
+    sample,
+    scrape,
+    sj_status,
+    wait_until,
+)
 
 pytestmark = pytest.mark.cluster
 
 
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
-    sj = kubectl.get("scheduledjob", name, namespace)
-    assert sj is not None
-    result: dict[str, Any] = sj.get("status", {})
-    return result
-
-
-def conditions(current: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in current.get("conditions", [])}
-
-
 def run_for(current: dict[str, Any], slot: datetime) -> dict[str, Any] | None:
-    return next((r for r in current.get("recentRuns", []) if parse(r["scheduledTime"]) == slot),
-                None)  # fmt: skip
+    runs = current.get("recentRuns", [])
+    return next((r for r in runs if parse_time(r["scheduledTime"]) == slot), None)
 
 
 def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
@@ -53,12 +47,6 @@ def template(busybox: str, script: str) -> dict[str, Any]:
         "template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "job", "image": busybox, "command": ["sh", "-c", script]}]}},
     }}}  # fmt: skip
-
-
-def wait_until(moment: datetime) -> None:
-    delay = (moment - datetime.now(UTC)).total_seconds()
-    if delay > 0:
-        time.sleep(delay)
 
 
 @pytest.mark.timeout(900)
@@ -87,7 +75,7 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
 
     # too-long, while it runs: TimedOut in status, RunTooLong True, no completion yet.
     def overrunning() -> dict[str, Any] | None:
-        current = status(kubectl, "too-long", namespace)
+        current = sj_status(kubectl, "too-long", namespace)
         run = run_for(current, m1)
         return current if run and run["result"] == "TimedOut" else None
 
@@ -96,13 +84,13 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     assert run is not None
     assert "completionTime" not in run, run
     assert run["reason"] == "MaxRunDurationExceeded", run
-    too_long = conditions(current)["RunTooLong"]
+    too_long = conditions_of(current)["RunTooLong"]
     assert (too_long["status"], too_long["reason"]) == ("True", "RunningTooLong"), too_long
     assert datetime.now(UTC) < m1 + timedelta(seconds=40), "checked after the run ended"
 
     # succeeds and exits: the results, and durations from the Pods' own times.
     def ended(name: str, slot: datetime) -> dict[str, Any] | None:
-        run = run_for(status(kubectl, name, namespace), slot)
+        run = run_for(sj_status(kubectl, name, namespace), slot)
         return run if run and "completionTime" in run else None
 
     ok = eventually(lambda: ended("succeeds", m1), timeout=m1_deadline(m1, 60), what="succeeds")
@@ -112,45 +100,45 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     for run in (ok, failed):
         pod = pod_of(kubectl, namespace, run["jobName"])
         terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
-        pod_ran = parse(terminated["finishedAt"]) - parse(pod["status"]["startTime"])
+        pod_ran = parse_time(terminated["finishedAt"]) - parse_time(pod["status"]["startTime"])
         # The Job's times bracket the Pod's: the Job controller starts the clock when it
         # creates the Pod and stops it when it sees the Pod end.
         assert abs(run["durationSeconds"] - pod_ran.total_seconds()) <= 2.0, (run, pod_ran)
         assert 0 <= run["startDelaySeconds"] < 30, run
-        assert parse(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
+        assert parse_time(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
     assert 3 <= ok["durationSeconds"] < 15, ok
-    exits = status(kubectl, "exits", namespace)
+    exits = sj_status(kubectl, "exits", namespace)
     assert exits["lastResult"] == "Failed"
     assert exits["consecutiveFailures"] == 1
-    assert parse(exits["lastFailedTime"]) == parse(failed["completionTime"])
-    failing = conditions(exits)["RunsFailing"]
+    assert parse_time(exits["lastFailedTime"]) == parse_time(failed["completionTime"])
+    failing = conditions_of(exits)["RunsFailing"]
     assert (failing["status"], failing["reason"]) == ("True", "ConsecutiveFailures"), failing
     assert "BackoffLimitExceeded" in failing["message"]
-    succeeded = status(kubectl, "succeeds", namespace)
+    succeeded = sj_status(kubectl, "succeeds", namespace)
     assert succeeded["lastResult"] == "Succeeded"
-    assert parse(succeeded["lastSuccessfulTime"]) == parse(ok["completionTime"])
-    assert conditions(succeeded)["RunsFailing"]["status"] == "False"
+    assert parse_time(succeeded["lastSuccessfulTime"]) == parse_time(ok["completionTime"])
+    assert conditions_of(succeeded)["RunsFailing"]["status"] == "False"
 
     # streak after one failure: under failureThreshold 2, not failing yet.
     first = eventually(lambda: ended("streak", m1), timeout=m1_deadline(m1, 60), what="streak M1")
     assert first["result"] == "Failed"
-    current = status(kubectl, "streak", namespace)
+    current = sj_status(kubectl, "streak", namespace)
     assert current["consecutiveFailures"] == 1
-    assert conditions(current)["RunsFailing"]["reason"] == "BelowThreshold"
+    assert conditions_of(current)["RunsFailing"]["reason"] == "BelowThreshold"
 
     # too-long after it ended: still TimedOut, with its duration; RunTooLong stays True.
     done = eventually(lambda: ended("too-long", m1), timeout=m1_deadline(m1, 75), what="ended")
     assert done["result"] == "TimedOut", done
     assert 39 <= done["durationSeconds"] < 55, done
-    too_long = conditions(status(kubectl, "too-long", namespace))["RunTooLong"]
+    too_long = conditions_of(sj_status(kubectl, "too-long", namespace))["RunTooLong"]
     assert (too_long["status"], too_long["reason"]) == ("True", "LastRunTooLong"), too_long
 
     # streak: the second failure crosses the threshold; then the fix, applied before M3.
     m2 = m1 + timedelta(minutes=1)
     eventually(lambda: ended("streak", m2), timeout=m1_deadline(m2, 60), what="streak M2")
-    current = status(kubectl, "streak", namespace)
+    current = sj_status(kubectl, "streak", namespace)
     assert current["consecutiveFailures"] == 2
-    assert conditions(current)["RunsFailing"]["status"] == "True"
+    assert conditions_of(current)["RunsFailing"]["status"] == "True"
     assert datetime.now(UTC) < m2 + timedelta(seconds=50), "too late to fix before M3"
     apply("streak", template(busybox, "exit 0"), monitoring=streak)
 
@@ -158,14 +146,14 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     m3, m4 = m2 + timedelta(minutes=1), m2 + timedelta(minutes=2)
     third = eventually(lambda: ended("streak", m3), timeout=m1_deadline(m3, 60), what="M3")
     assert third["result"] == "Succeeded", third
-    current = status(kubectl, "streak", namespace)
+    current = sj_status(kubectl, "streak", namespace)
     assert (current["consecutiveFailures"], current["consecutiveSuccesses"]) == (0, 1)
-    assert conditions(current)["RunsFailing"]["status"] == "True"
+    assert conditions_of(current)["RunsFailing"]["status"] == "True"
     eventually(lambda: ended("streak", m4), timeout=m1_deadline(m4, 60), what="streak M4")
-    current = status(kubectl, "streak", namespace)
-    recovered = conditions(current)["RunsFailing"]
+    current = sj_status(kubectl, "streak", namespace)
+    recovered = conditions_of(current)["RunsFailing"]
     assert (recovered["status"], recovered["reason"]) == ("False", "Recovered"), recovered
-    results = [r["result"] for r in current["recentRuns"] if parse(r["scheduledTime"]) >= m1]
+    results = [r["result"] for r in current["recentRuns"] if parse_time(r["scheduledTime"]) >= m1]
     assert results == ["Succeeded", "Succeeded", "Failed", "Failed"], current["recentRuns"]
 
     # One Event per change: failing, then recovered.
@@ -188,7 +176,7 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
 
     # No false miss in any of them.
     for name in ("succeeds", "exits", "too-long", "streak"):
-        assert status(kubectl, name, namespace).get("missedRuns", 0) == 0, name
+        assert sj_status(kubectl, name, namespace).get("missedRuns", 0) == 0, name
 
     # A deleted object's series go.
     kubectl.run("delete", "scheduledjob", "streak", "-n", namespace)

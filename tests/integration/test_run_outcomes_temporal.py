@@ -11,26 +11,21 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionDescription
 
-from support import Kubectl, OperatorProcess, TemporalSide, eventually, sample, scrape
+from support import (
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    conditions_of,
+    eventually,
+    parse_time,
+    sample,
+    scrape,
+    sj_status,
+)
 from support import temporal_scheduledjob as scheduledjob
 from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
-    sj = kubectl.get("scheduledjob", name, namespace)
-    assert sj is not None
-    result: dict[str, Any] = sj.get("status", {})
-    return result
-
-
-def conditions(current: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in current.get("conditions", [])}
 
 
 def execution(temporal: TemporalSide, workflow_id: str) -> WorkflowExecutionDescription:
@@ -38,7 +33,7 @@ def execution(temporal: TemporalSide, workflow_id: str) -> WorkflowExecutionDesc
 
 
 def ended_runs(kubectl: Kubectl, name: str, namespace: str, result: str) -> list[dict[str, Any]]:
-    return [r for r in status(kubectl, name, namespace).get("recentRuns", [])
+    return [r for r in sj_status(kubectl, name, namespace).get("recentRuns", [])
             if r["result"] == result and "completionTime" in r]  # fmt: skip
 
 
@@ -66,7 +61,7 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
                  "monitoring": {"failureThreshold": 1}},
     }  # fmt: skip
     kubectl.apply(flipped)
-    eventually(lambda: status(kubectl, "flipped", namespace).get("backend") == "kubernetes",
+    eventually(lambda: sj_status(kubectl, "flipped", namespace).get("backend") == "kubernetes",
                what="flipped on kubernetes")  # fmt: skip
     flipped["spec"]["backend"] = "temporal"
     flipped["spec"]["schedule"] = "* * * * *"
@@ -77,57 +72,57 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
     described = execution(temporal, ok["workflowId"])
     assert described.start_time is not None
     assert described.close_time is not None
-    assert parse(ok["startTime"]) == described.start_time
-    assert parse(ok["completionTime"]) == described.close_time
+    assert parse_time(ok["startTime"]) == described.start_time
+    assert parse_time(ok["completionTime"]) == described.close_time
     expected = (described.close_time - described.start_time).total_seconds()
     assert abs(ok["durationSeconds"] - expected) < 0.002, (ok, expected)
     assert ok["runId"] == described.run_id
     assert 0 <= ok["startDelaySeconds"] < 10, ok
-    current = status(kubectl, "ok", namespace)
+    current = sj_status(kubectl, "ok", namespace)
     assert current["lastResult"] in ("Succeeded", "Running")
-    assert conditions(current)["RunsFailing"]["status"] == "False"
+    assert conditions_of(current)["RunsFailing"]["status"] == "False"
 
     # Failures: the workflow's failure type and message; two in a row cross the threshold.
     def failing() -> dict[str, Any] | None:
-        current = status(kubectl, "fails", namespace)
-        condition = conditions(current).get("RunsFailing", {})
+        current = sj_status(kubectl, "fails", namespace)
+        condition = conditions_of(current).get("RunsFailing", {})
         return current if condition.get("status") == "True" else None
 
     current = eventually(failing, what="fails RunsFailing")
     assert current["consecutiveFailures"] >= 2, current
     run = ended_runs(kubectl, "fails", namespace, "Failed")[0]
     assert (run["reason"], run["message"]) == ("PaymentDeclined", "card expired"), run
-    assert "PaymentDeclined" in conditions(current)["RunsFailing"]["message"]
+    assert "PaymentDeclined" in conditions_of(current)["RunsFailing"]["message"]
     # The fix: from now on it succeeds; RunsFailing turns False only after two successes.
     fixed = scheduledjob("fails", namespace, interval={"every": "3s"}, monitoring=streak)
     kubectl.apply(fixed)
 
     def recovered() -> dict[str, Any] | None:
-        current = status(kubectl, "fails", namespace)
-        return current if conditions(current)["RunsFailing"]["status"] == "False" else None
+        current = sj_status(kubectl, "fails", namespace)
+        return current if conditions_of(current)["RunsFailing"]["status"] == "False" else None
 
     current = eventually(recovered, what="fails recovered")
-    condition = conditions(current)["RunsFailing"]
+    condition = conditions_of(current)["RunsFailing"]
     assert condition["reason"] == "Recovered", condition
-    ends = sorted(parse(r["completionTime"]) for r in current["recentRuns"]
+    ends = sorted(parse_time(r["completionTime"]) for r in current["recentRuns"]
                   if r["result"] == "Succeeded")  # fmt: skip
     assert len(ends) >= 2, current["recentRuns"]
     # Not before the second success after the failures had ended.
-    last_failure = parse(current["lastFailedTime"])
+    last_failure = parse_time(current["lastFailedTime"])
     after_failure = [end for end in ends if end > last_failure]
     assert len(after_failure) >= 2, (current["recentRuns"], last_failure)
-    recovered_at = parse(condition["lastTransitionTime"])
+    recovered_at = parse_time(condition["lastTransitionTime"])
     assert recovered_at >= after_failure[1].replace(microsecond=0), (condition, after_failure)
 
     # Too long: TimedOut while the workflow runs, and after it ended, with its duration.
     def overrunning() -> dict[str, Any] | None:
-        runs = status(kubectl, "too-long", namespace).get("recentRuns", [])
+        runs = sj_status(kubectl, "too-long", namespace).get("recentRuns", [])
         return runs[0] if runs and runs[0]["result"] == "TimedOut" else None
 
     going = eventually(overrunning, timeout=120, what="too-long TimedOut while running")
     if "completionTime" not in going:
         assert execution(temporal, going["workflowId"]).close_time is None
-        too_long = conditions(status(kubectl, "too-long", namespace))["RunTooLong"]
+        too_long = conditions_of(sj_status(kubectl, "too-long", namespace))["RunTooLong"]
         assert too_long["reason"] == "RunningTooLong", too_long
     done = eventually(lambda: ended_runs(kubectl, "too-long", namespace, "TimedOut"),
                       timeout=60, what="too-long ended")[0]  # fmt: skip
@@ -137,13 +132,13 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
     assert abs(done["durationSeconds"] - (described.close_time - described.start_time)
                .total_seconds()) < 0.002  # fmt: skip
     assert done["durationSeconds"] >= 12
-    too_long = conditions(status(kubectl, "too-long", namespace))["RunTooLong"]
+    too_long = conditions_of(sj_status(kubectl, "too-long", namespace))["RunTooLong"]
     assert (too_long["status"], too_long["reason"]) == ("True", "LastRunTooLong"), too_long
 
     # Flipped: the monitoring fields now judge the temporal runs.
     def flipped_failing() -> dict[str, Any] | None:
-        current = status(kubectl, "flipped", namespace)
-        condition = conditions(current).get("RunsFailing", {})
+        current = sj_status(kubectl, "flipped", namespace)
+        condition = conditions_of(current).get("RunsFailing", {})
         ok = current.get("backend") == "temporal" and condition.get("status") == "True"
         return current if ok else None
 
@@ -158,6 +153,6 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
     assert metrics[sample("sundial_run_duration_seconds_count", name="too-long", **labels)] >= 1
     assert metrics[sample("sundial_condition", name="too-long", condition="RunTooLong",
                           **labels)] == 1  # fmt: skip
-    assert datetime.now(UTC) - parse(current["recentRuns"][0]["scheduledTime"]) < timedelta(
+    assert datetime.now(UTC) - parse_time(current["recentRuns"][0]["scheduledTime"]) < timedelta(
         minutes=3
     )
