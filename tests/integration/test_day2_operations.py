@@ -24,6 +24,7 @@ from support import (
     owned_jobs,
     parse_time,
     ready,
+    sj_status,
 )
 from support import temporal_scheduledjob as temporal_sj
 
@@ -210,12 +211,15 @@ def test_run_now_under_forbid_waits_for_the_running_job(
 def test_a_request_made_while_the_operator_is_down_is_handled_once(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
 ) -> None:
-    busybox = stack.images["busybox"]
+    busybox = stack.images.get("busybox", "busybox")  # its run is not awaited
     applied_ready(kubectl, namespace, "restarted", busybox, "true", schedule="0 0 1 1 *")
     operator.stop()
     try:
-        kubectl.run("annotate", "scheduledjob", "restarted", "-n", namespace,
-                    "sundial.dev/run-now=while-down")  # fmt: skip
+        # Nobody answers: the plugin says so and exits 3; the request stays on the object.
+        unanswered = plugin(kubectl, namespace, "run", "restarted", "--id", "while-down",
+                            "--timeout", "3")  # fmt: skip
+        assert unanswered.returncode == 3, unanswered
+        assert "did not acknowledge" in unanswered.stderr, unanswered.stderr
     finally:
         operator.start()
     eventually(lambda: (e := entry(kubectl, "restarted", namespace, "RunNow", "while-down"))
@@ -257,6 +261,16 @@ def test_run_now_backfill_and_a_suspend_note_on_temporal(
     )  # fmt: skip
     assert backfilled == slots
     assert len(actions()) == 6, "the repeated run-now id started a second run"
+
+    # In the run history, marked as backfilled and never late.
+    def marked() -> list[Any]:
+        runs = sj_status(kubectl, "hourly", namespace).get("recentRuns", [])
+        found = [r for r in runs if r.get("requested") == "Backfill/five"]
+        return found if len(found) == 5 else []
+
+    runs = eventually(marked, what="backfilled runs in recentRuns")
+    assert sorted(parse_time(r["scheduledTime"]) for r in runs) == slots
+    assert all("late" not in r for r in runs), runs
 
     # suspend with a note: Temporal's pause note carries it; resume lifts it.
     marked = temporal_sj("hourly", namespace, schedule="0 * * * *")
