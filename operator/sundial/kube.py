@@ -147,6 +147,16 @@ class KubeClient:
             raise
         return True
 
+    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        response = await asyncio.to_thread(
+            self._core.list_namespaced_pod,
+            namespace,
+            label_selector=label_selector,
+            _preload_content=False,
+        )
+        items: list[dict[str, Any]] = _json(response).get("items") or []
+        return items
+
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             response = await asyncio.to_thread(

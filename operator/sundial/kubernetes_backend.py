@@ -35,12 +35,22 @@ from sundial.planning.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.planning.runs import job_run, limits, run_history
+from sundial.planning.runs import (
+    ObservedRun,
+    is_finished,
+    job_run,
+    limits,
+    pod_span,
+    run_history,
+)
 from sundial.planning.schedule import ScheduleError, Timetable, both_days_restricted, timetable
 from sundial.watchcache import job_record
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
+
+# The Job controller's label on each Pod it makes (Kubernetes 1.27+).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @dataclass
@@ -175,6 +185,7 @@ class KubernetesBackend:
             judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
+        observed = await self._with_pod_times(sj, observed)
         history = run_history(sj.status, observed, limits(sj.spec), now, complete=True)
         status = st.kubernetes_status(sj, live, table, judgement, history, now=now, notes=notes)
         # Look again once the next slot has settled (the controller needs a moment).
@@ -183,6 +194,30 @@ class KubernetesBackend:
             if moment is not None:
                 wake.append(max((moment - now).total_seconds(), 0.0))
         return Outcome(status, min(wake, default=None), judgement.new_runs, history)
+
+    async def _with_pod_times(
+        self, sj: ScheduledJob, observed: list[ObservedRun]
+    ) -> list[ObservedRun]:
+        """A run that has just ended gets its Pods' own start and finish (one LIST of its
+        Pods, once per run: the next pass finds it ended in status and keeps that)."""
+        settled = {r.job_name for r in sj.status.recent_runs if is_finished(r)}
+        timed: list[ObservedRun] = []
+        for run in observed:
+            if run.job_name and run.completion_time is not None and run.job_name not in settled:
+                try:
+                    pods = await self.kube.list_pods(
+                        sj.metadata.namespace, f"{JOB_NAME_LABEL}={run.job_name}"
+                    )
+                except ApiException as error:
+                    raise Retry(
+                        f"reading the Pods of Job {run.job_name}: {api_error_message(error)}",
+                        refusal_reason(error),
+                    ) from None
+                span = pod_span(pods)
+                if span is not None:
+                    run = replace(run, start_time=span[0], completion_time=span[1])
+            timed.append(run)
+        return timed
 
     async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
         """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and

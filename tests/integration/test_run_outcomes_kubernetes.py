@@ -101,9 +101,8 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
         pod = pod_of(kubectl, namespace, run["jobName"])
         terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
         pod_ran = parse_time(terminated["finishedAt"]) - parse_time(pod["status"]["startTime"])
-        # The Job's times bracket the Pod's: the Job controller starts the clock when it
-        # creates the Pod and stops it when it sees the Pod end.
-        assert abs(run["durationSeconds"] - pod_ran.total_seconds()) <= 2.0, (run, pod_ran)
+        # The Pod's own times, not the Job controller's (seconds later on a busy node).
+        assert abs(run["durationSeconds"] - pod_ran.total_seconds()) <= 1.0, (run, pod_ran)
         assert 0 <= run["startDelaySeconds"] < 30, run
         assert parse_time(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
     assert 3 <= ok["durationSeconds"] < 15, ok

@@ -70,13 +70,16 @@ def job_for(slot: datetime) -> dict[str, Any]:
 
 class NothingMoreListed:
     """What the API returns beyond the watch cache in these cases: no other Job, no Event
-    of the controller. (The real listing is exercised against the apiserver.)"""
+    of the controller, no Pod. (The real listings are exercised against the apiserver.)"""
 
     async def list_all(self, *_: object) -> list[dict[str, Any]]:
         return []
 
     async def cronjob_event_messages(self, *_: object) -> list[str]:
         return []
+
+    async def list_pods(self, *_: object) -> list[dict[str, Any]]:
+        return []  # the Pods gone: the Job's own times stand
 
 
 def backend_for(cache: WatchCache) -> KubernetesBackend:

@@ -15,6 +15,7 @@ from sundial.planning.runs import (
     RunHistory,
     job_run,
     limits,
+    pod_span,
     record,
     run_history,
     workflow_run,
@@ -276,3 +277,27 @@ def test_last_result_is_the_newest_run_or_suspended() -> None:
     assert st.last_result(sj(), history.recent_runs) == "Running"
     assert st.last_result(sj(suspend=True), history.recent_runs) == "Suspended"
     assert st.last_result(sj(), []) is None
+
+
+def test_a_jobs_pods_give_the_span_it_really_ran() -> None:
+    def pod(start: str, *finished: str) -> dict[str, Any]:
+        return {"status": {"startTime": start, "containerStatuses": [
+            {"state": {"terminated": {"finishedAt": f}}} for f in finished]}}  # fmt: skip
+
+    first = pod("2026-12-01T10:00:03Z", "2026-12-01T10:00:05Z")
+    retry = pod("2026-12-01T10:00:15Z", "2026-12-01T10:00:20Z", "2026-12-01T10:00:19Z")
+    retried = [first, retry]
+    assert pod_span(retried) == (at(0, 3), at(0, 20))
+    assert pod_span([]) is None  # gone with the Job (a TTL of 0): the Job's times stand
+    assert pod_span([{"status": {"startTime": "2026-12-01T10:00:03Z"}}]) is None
+
+
+def test_an_ended_runs_record_is_final() -> None:
+    first = run_history(ScheduledJobStatus(), [job_run(job(0, ok=True))], Limits(), at(2),
+                        complete=True)  # fmt: skip
+    pods_times = first.recent_runs[0].model_copy(update={"duration_seconds": 4.0})
+    status = ScheduledJobStatus(recent_runs=[pods_times],
+                                last_successful_time=first.last_successful_time)  # fmt: skip
+    again = run_history(status, [job_run(job(0, ok=True))], Limits(), at(3), complete=True)
+    assert again.recent_runs[0].duration_seconds == 4.0
+    assert again.newly_finished == []

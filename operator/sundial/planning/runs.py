@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sundial.api.models import (
     MonitoringSpec,
@@ -154,7 +155,10 @@ def run_history(
     before = {run_key(run): run for run in previous.recent_runs}
     runs = dict(before)
     for seen in observed:
-        runs[run_key(seen)] = record(seen, limits, now)
+        key = run_key(seen)
+        if key in before and is_finished(before[key]):
+            continue  # an ended run's record is final (its times may be its Pods')
+        runs[key] = record(seen, limits, now)
     observed_keys = {run_key(seen) for seen in observed}
     if complete:
         for key, run in before.items():
@@ -312,3 +316,26 @@ def workflow_run(
         workflow_id=workflow_id,
         run_id=run_id,
     )
+
+
+def pod_span(pods: list[dict[str, Any]]) -> tuple[datetime, datetime] | None:
+    """When a Job's Pods really ran: the first Pod's start to the last container's finish.
+    The Job's own times are the Job controller's, seconds off on a busy node; None when
+    the Pods are gone (a TTL of 0) or never ran."""
+    starts: list[datetime] = []
+    ends: list[datetime] = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("startTime"):
+            starts.append(_time(status["startTime"]))
+        for container in status.get("containerStatuses") or []:
+            finished = ((container.get("state") or {}).get("terminated") or {}).get("finishedAt")
+            if finished:
+                ends.append(_time(finished))
+    if not starts or not ends:
+        return None
+    return min(starts), max(ends)
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
