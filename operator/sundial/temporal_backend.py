@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
 from sundial.api.models import (
@@ -22,7 +21,6 @@ from sundial.config import OperatorConfig
 from sundial.connections import ConnectionResolver
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message
-from sundial.planning import requests as rq
 from sundial.planning import status as st
 from sundial.planning.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.planning.missed import (
@@ -32,10 +30,9 @@ from sundial.planning.missed import (
     start_accounting,
     timetable_hash,
 )
-from sundial.planning.runs import ObservedRun, is_finished, limits, run_history, workflow_run
+from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import Timetable, both_days_restricted, parse_duration
 from sundial.planning.temporal_schedule import (
-    OVERLAP,
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
     SCHEDULEDJOB_UID_MEMO_KEY,
@@ -53,6 +50,7 @@ from sundial.temporal import (
     TemporalUnavailable,
     schedule_fingerprint,
 )
+from sundial.temporal_runs import handle_requests, observe_runs
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -64,11 +62,6 @@ TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
 # down): with this annotation set to "true", the finalizer and a move of the schedule give
 # up on it, with a Warning Event naming what may be left to delete by hand.
 ABANDON_ANNOTATION = "sundial.dev/abandon-schedule"
-# Executions looked up per pass (one describe each, two for a failed one): a backlog of
-# ended runs is worked off over passes, within the request budget.
-MAX_RUN_LOOKUPS = 10
-_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
-_UNSPECIFIED = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 
 
 @dataclass(frozen=True)
@@ -141,7 +134,7 @@ class TemporalBackend:
         except TemporalRejected as error:
             raise SpecProblem(error.reason, str(error)) from None
         judgement = self._judge(sj, table, description, now)
-        observed = await self._observe_runs(sj, prepared.connection, description)
+        observed = await observe_runs(self.temporal, sj, prepared.connection, description)
         history = run_history(sj.status, observed, limits(sj.spec), now, complete=False)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
@@ -166,100 +159,16 @@ class TemporalBackend:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
         return Outcome(status, requeue, judgement.new_runs, history)
 
-    async def _observe_runs(
-        self, sj: ScheduledJob, connection: Connection, description: ScheduleDescription
-    ) -> list[ObservedRun]:
-        """The runs of the schedule's recent actions that are not settled in status yet.
-        Going ones come from describe() itself; each one that ended is looked up once
-        (then it is settled), within MAX_RUN_LOOKUPS per pass, so the cost is about one
-        request per run, not per pass."""
-        info = description.raw_description.info
-        running = {execution.workflow_id for execution in info.running_workflows}
-        listed = {r.workflow_id: r for r in sj.status.recent_runs if r.workflow_id}
-        observed: list[ObservedRun] = []
-        requested: dict[str, str | None] = {}
-        to_look_up: list[tuple[str, datetime, datetime | None]] = []
-        for action in info.recent_actions:
-            workflow_id = action.start_workflow_result.workflow_id
-            before = listed.pop(workflow_id, None)
-            if not workflow_id or (before is not None and is_finished(before)):
-                continue
-            scheduled = action.schedule_time.ToDatetime(tzinfo=UTC)
-            started: datetime | None = action.actual_time.ToDatetime(tzinfo=UTC)
-            status = action.start_workflow_status
-            # The status is eventually consistent, and absent on older servers: then
-            # only the schedule's list of running workflows says it is still going.
-            requested[workflow_id] = rq.backfill_of(
-                sj.status.requests, scheduled, started or scheduled
-            )
-            if status == _RUNNING or (status == _UNSPECIFIED and workflow_id in running):
-                observed.append(workflow_run(
-                    workflow_id, scheduled, status="RUNNING", start_time=started,
-                    run_id=action.start_workflow_result.run_id,
-                ))  # fmt: skip
-            else:
-                to_look_up.append((workflow_id, scheduled, started))
-        # Listed as going but no longer among the recent actions (more runs since).
-        to_look_up += [(wid, r.scheduled_time, r.start_time) for wid, r in listed.items()
-                       if not is_finished(r)]  # fmt: skip
-        requested.update({wid: r.requested for wid, r in listed.items()})
-        for workflow_id, scheduled, started in to_look_up[:MAX_RUN_LOOKUPS]:
-            found = await self.temporal.look_up_run(connection, workflow_id)
-            if found is None:
-                observed.append(workflow_run(workflow_id, scheduled, status=None,
-                                             start_time=started))  # fmt: skip
-                continue
-            observed.append(workflow_run(
-                workflow_id, scheduled, status=found.status, run_id=found.run_id,
-                start_time=found.start_time or started, close_time=found.close_time,
-                failure_type=found.failure_type, failure_message=found.failure_message,
-            ))  # fmt: skip
-        return [replace(run, requested=requested.get(run.workflow_id or "")) for run in observed]
-
     async def handle_requests(
         self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
     ) -> list[RequestStatus]:
-        """Run-now (trigger, with the object's overlap policy) and backfill requests not
-        yet settled. Under Forbid a run now waits while a run is going (a trigger would be
-        skipped, and counted by Temporal as an overlap skip); a backfill runs every slot of
-        its range, one at a time unless the policy is Allow."""
-        description = prepared.description
-        if description is None:
+        """Run-now and backfill requests (temporal_runs.handle_requests)."""
+        if prepared.description is None:
             return []
-        entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
-        policy = sj.spec.concurrency_policy
-        connection, identity = prepared.connection, prepared.schedule_id
-        for open_request in to_act:
-            request, entry, slots = open_request.request, open_request.entry, open_request.slots
-            request_id = rq.temporal_request_id(sj.metadata.uid, request)
-            if request.kind == "RunNow":
-                if policy == "Forbid" and description.info.running_actions:
-                    entries.append(entry.model_copy(update={
-                        "message": "waiting for the running workflow to end "
-                                   "(concurrencyPolicy Forbid)", "runs_requested": 1,
-                    }))  # fmt: skip
-                    continue
-                call = self.temporal.trigger(connection, identity, OVERLAP[policy], request_id)
-                message = "triggered one run"
-            elif request.start is not None and request.end is not None:
-                overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]
-                call = self.temporal.backfill(
-                    connection, identity, request.start, request.end, overlap, request_id
-                )
-                message = f"handed {len(slots)} slot(s) to Temporal's backfill" + (
-                    "" if policy == "Allow" else ", run one at a time"
-                )
-            else:
-                continue  # a backfill always has its range (parse_backfill)
-            try:
-                await call
-            except TemporalRejected as error:
-                raise SpecProblem(error.reason, str(error)) from None
-            entries.append(entry.model_copy(update={
-                "outcome": "Done", "message": message, "runs_requested": len(slots),
-                "runs_started": len(slots),
-            }))  # fmt: skip
-        return entries
+        return await handle_requests(
+            self.temporal, sj, prepared.connection, prepared.schedule_id,
+            prepared.description, table, now,
+        )  # fmt: skip
 
     async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
         """Switching from kubernetes: create the schedule paused, so Temporal's own verdict

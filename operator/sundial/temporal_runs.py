@@ -1,0 +1,122 @@
+"""What a Temporal schedule's runs did, and the run-now and backfill requests made of it:
+the temporal backend's reads of executions and its schedule patches, beside the schedule
+itself (temporal_backend.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import ScheduleDescription
+
+from sundial.api.models import RequestStatus, ScheduledJob
+from sundial.backend import SpecProblem
+from sundial.planning import requests as rq
+from sundial.planning.runs import ObservedRun, is_finished, workflow_run
+from sundial.planning.schedule import Timetable
+from sundial.planning.temporal_schedule import OVERLAP
+from sundial.temporal import Connection, Temporal, TemporalRejected
+
+# Executions looked up per pass (one describe each, two for a failed one): a backlog of
+# ended runs is worked off over passes, within the request budget.
+MAX_RUN_LOOKUPS = 10
+_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+_UNSPECIFIED = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
+
+
+async def observe_runs(
+    temporal: Temporal, sj: ScheduledJob, connection: Connection, description: ScheduleDescription
+) -> list[ObservedRun]:
+    """The runs of the schedule's recent actions that are not settled in status yet.
+    Going ones come from describe() itself; each one that ended is looked up once
+    (then it is settled), within MAX_RUN_LOOKUPS per pass, so the cost is about one
+    request per run, not per pass."""
+    info = description.raw_description.info
+    running = {execution.workflow_id for execution in info.running_workflows}
+    listed = {r.workflow_id: r for r in sj.status.recent_runs if r.workflow_id}
+    observed: list[ObservedRun] = []
+    requested: dict[str, str | None] = {}
+    to_look_up: list[tuple[str, datetime, datetime | None]] = []
+    for action in info.recent_actions:
+        workflow_id = action.start_workflow_result.workflow_id
+        before = listed.pop(workflow_id, None)
+        if not workflow_id or (before is not None and is_finished(before)):
+            continue
+        scheduled = action.schedule_time.ToDatetime(tzinfo=UTC)
+        started: datetime | None = action.actual_time.ToDatetime(tzinfo=UTC)
+        status = action.start_workflow_status
+        # The status is eventually consistent, and absent on older servers: then
+        # only the schedule's list of running workflows says it is still going.
+        requested[workflow_id] = rq.backfill_of(sj.status.requests, scheduled, started or scheduled)
+        if status == _RUNNING or (status == _UNSPECIFIED and workflow_id in running):
+            observed.append(workflow_run(
+                workflow_id, scheduled, status="RUNNING", start_time=started,
+                run_id=action.start_workflow_result.run_id,
+            ))  # fmt: skip
+        else:
+            to_look_up.append((workflow_id, scheduled, started))
+    # Listed as going but no longer among the recent actions (more runs since).
+    to_look_up += [(wid, r.scheduled_time, r.start_time) for wid, r in listed.items()
+                   if not is_finished(r)]  # fmt: skip
+    requested.update({wid: r.requested for wid, r in listed.items()})
+    for workflow_id, scheduled, started in to_look_up[:MAX_RUN_LOOKUPS]:
+        found = await temporal.look_up_run(connection, workflow_id)
+        if found is None:
+            observed.append(workflow_run(workflow_id, scheduled, status=None,
+                                         start_time=started))  # fmt: skip
+            continue
+        observed.append(workflow_run(
+            workflow_id, scheduled, status=found.status, run_id=found.run_id,
+            start_time=found.start_time or started, close_time=found.close_time,
+            failure_type=found.failure_type, failure_message=found.failure_message,
+        ))  # fmt: skip
+    return [replace(run, requested=requested.get(run.workflow_id or "")) for run in observed]
+
+
+async def handle_requests(
+    temporal: Temporal,
+    sj: ScheduledJob,
+    connection: Connection,
+    identity: str,
+    description: ScheduleDescription,
+    table: Timetable,
+    now: datetime,
+) -> list[RequestStatus]:
+    """Run-now (trigger, with the object's overlap policy) and backfill requests not
+    yet settled. Under Forbid a run now waits while a run is going (a trigger would be
+    skipped, and counted by Temporal as an overlap skip); a backfill runs every slot of
+    its range, one at a time unless the policy is Allow."""
+    entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
+    policy = sj.spec.concurrency_policy
+    for open_request in to_act:
+        request, entry, slots = open_request.request, open_request.entry, open_request.slots
+        request_id = rq.temporal_request_id(sj.metadata.uid, request)
+        if request.kind == "RunNow":
+            if policy == "Forbid" and description.info.running_actions:
+                entries.append(entry.model_copy(update={
+                    "message": "waiting for the running workflow to end "
+                               "(concurrencyPolicy Forbid)", "runs_requested": 1,
+                }))  # fmt: skip
+                continue
+            call = temporal.trigger(connection, identity, OVERLAP[policy], request_id)
+            message = "triggered one run"
+        elif request.start is not None and request.end is not None:
+            overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]
+            call = temporal.backfill(
+                connection, identity, request.start, request.end, overlap, request_id
+            )
+            message = f"handed {len(slots)} slot(s) to Temporal's backfill" + (
+                "" if policy == "Allow" else ", run one at a time"
+            )
+        else:
+            continue  # a backfill always has its range (parse_backfill)
+        try:
+            await call
+        except TemporalRejected as error:
+            raise SpecProblem(error.reason, str(error)) from None
+        entries.append(entry.model_copy(update={
+            "outcome": "Done", "message": message, "runs_requested": len(slots),
+            "runs_started": len(slots),
+        }))  # fmt: skip
+    return entries
