@@ -37,7 +37,6 @@ from sundial.planning.missed import (
 )
 from sundial.planning.runs import (
     ObservedRun,
-    is_finished,
     job_run,
     limits,
     pod_span,
@@ -185,8 +184,13 @@ class KubernetesBackend:
             judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
-        observed = await self._with_pod_times(sj, observed)
-        history = run_history(sj.status, observed, limits(sj.spec), now, complete=True)
+        run_limits = limits(sj.spec)
+        history = run_history(sj.status, observed, run_limits, now, complete=True)
+        ended = {run.job_name for run in history.newly_finished if run.job_name}
+        if ended:
+            # Counted once, when first seen ended: then with its Pods' own times.
+            observed = await self._with_pod_times(sj.metadata.namespace, observed, ended)
+            history = run_history(sj.status, observed, run_limits, now, complete=True)
         status = st.kubernetes_status(sj, live, table, judgement, history, now=now, notes=notes)
         # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
@@ -196,18 +200,16 @@ class KubernetesBackend:
         return Outcome(status, min(wake, default=None), judgement.new_runs, history)
 
     async def _with_pod_times(
-        self, sj: ScheduledJob, observed: list[ObservedRun]
+        self, namespace: str, observed: list[ObservedRun], ended: set[str]
     ) -> list[ObservedRun]:
-        """A run that has just ended gets its Pods' own start and finish (one LIST of its
-        Pods, once per run: the next pass finds it ended in status and keeps that)."""
-        settled = {r.job_name for r in sj.status.recent_runs if is_finished(r)}
+        """The runs of the Jobs in `ended` with their Pods' start and finish (one LIST of
+        a Job's Pods, on the one pass that counts it ended; the Job's own times are the
+        Job controller's, seconds off on a busy node)."""
         timed: list[ObservedRun] = []
         for run in observed:
-            if run.job_name and run.completion_time is not None and run.job_name not in settled:
+            if run.job_name in ended:
                 try:
-                    pods = await self.kube.list_pods(
-                        sj.metadata.namespace, f"{JOB_NAME_LABEL}={run.job_name}"
-                    )
+                    pods = await self.kube.list_pods(namespace, f"{JOB_NAME_LABEL}={run.job_name}")
                 except ApiException as error:
                     raise Retry(
                         f"reading the Pods of Job {run.job_name}: {api_error_message(error)}",
