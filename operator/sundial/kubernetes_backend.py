@@ -42,7 +42,13 @@ from sundial.planning.runs import (
     pod_span,
     run_history,
 )
-from sundial.planning.schedule import ScheduleError, Timetable, both_days_restricted, timetable
+from sundial.planning.schedule import (
+    ScheduleError,
+    Timetable,
+    both_days_restricted,
+    parse_time,
+    timetable,
+)
 from sundial.watchcache import job_record
 from sundial.workqueue import Retry
 
@@ -378,7 +384,7 @@ class KubernetesBackend:
     def _accounting(sj: ScheduledJob, live: dict[str, Any], now: datetime) -> RunAccounting:
         return start_accounting(
             sj.status.run_accounting, timetable_hash(sj.spec), now,
-            since=st.parse_time(live["metadata"].get("creationTimestamp")),
+            since=parse_time(live["metadata"].get("creationTimestamp")),
         )  # fmt: skip
 
     def _evidence(self, key: Key, sj: ScheduledJob, live: dict[str, Any]) -> KubernetesEvidence:
@@ -389,7 +395,7 @@ class KubernetesBackend:
             jobs=[job for job in self.cache.jobs(key) if job.requested is None],
             seen_slots=self.cache.seen_slots(key),
             watching_since=self.cache.watching_since,
-            last_schedule_time=st.parse_time(observed.get("lastScheduleTime")),
+            last_schedule_time=parse_time(observed.get("lastScheduleTime")),
             successful_history_limit=sj.spec.successful_runs_history_limit,
             failed_history_limit=sj.spec.failed_runs_history_limit,
             ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),

@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
 from sundial.planning import requests as rq
-from sundial.planning.schedule import ScheduleError, timetable
+from sundial.planning.schedule import ScheduleError, iso, parse_time, timetable
 
 FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
@@ -134,9 +134,9 @@ def backfill(session: Session, args: argparse.Namespace) -> int:
                       f"{args.end}: nothing to backfill")  # fmt: skip
     request_id = args.id or new_id()
     _checked_id(request_id)
-    value = f"{request_id};{_iso(start)};{_iso(end)}"
+    value = f"{request_id};{iso(start)};{iso(end)}"
     session.patch(args.name, {"metadata": {"annotations": {rq.BACKFILL_ANNOTATION: value}}})
-    print(f"backfill {request_id}: {len(slots)} slot(s), {_iso(slots[0])} .. {_iso(slots[-1])}")
+    print(f"backfill {request_id}: {len(slots)} slot(s), {iso(slots[0])} .. {iso(slots[-1])}")
     return _await(session, args, "Backfill", request_id)
 
 
@@ -214,9 +214,11 @@ def describe(obj: dict[str, Any]) -> str:
         lines.append("  Suspended: yes" + (f" — {note}" if note else ""))
     lines.append("  Next runs:")
     for moment in st.get("nextRunTimes", []) or []:
-        utc = _parse(moment)
+        utc = parse_time(moment)
+        if utc is None:
+            continue
         local = utc.astimezone(ZoneInfo(zone))
-        lines.append(f"    {local.isoformat()}  ({_iso(utc)})")
+        lines.append(f"    {local.isoformat()}  ({iso(utc)})")
     if not st.get("nextRunTimes"):
         lines.append("    none")
     lines.append("  Recent runs:")
@@ -303,14 +305,6 @@ def _time(text: str, flag: str) -> datetime:
     except ValueError:
         raise Failure(f"{flag} {text!r} is not an RFC 3339 time with a zone, such as "
                       "2026-12-01T00:00:00Z") from None  # fmt: skip
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _conditions(st: dict[str, Any]) -> dict[str, dict[str, Any]]:

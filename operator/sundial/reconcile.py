@@ -26,7 +26,7 @@ from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
 from sundial.planning import status as st
 from sundial.planning.requests import with_entry
-from sundial.planning.schedule import ScheduleError, timetable
+from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.workqueue import Retry
@@ -278,7 +278,7 @@ class Reconciler:
         for reason in sorted({run.reason for run in new_runs}):
             runs = [r for r in new_runs if r.reason == reason]
             kind, verb, event_reason = RUN_EVENTS.get(reason, ("Warning", "missed", "RunMissed"))
-            times = ", ".join(st.iso(r.scheduled_time) for r in runs[:5])
+            times = ", ".join(iso(r.scheduled_time) for r in runs[:5])
             more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
             message = f"{len(runs)} run(s) {verb} ({reason}): scheduled for {times}{more}"
             await self.events.record(sj, kind, event_reason, message, now=now, aggregate_key=reason)

@@ -30,7 +30,7 @@ from sundial.planning.cronjob import (
     slot_from_job_name,
 )
 from sundial.planning.missed import JobRecord
-from sundial.planning.status import parse_time
+from sundial.planning.schedule import parse_time
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
 SEEN_SLOTS_KEPT = timedelta(days=2)

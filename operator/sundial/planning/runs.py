@@ -24,7 +24,7 @@ from sundial.api.models import (
     ScheduledJobStatus,
 )
 from sundial.planning.missed import JobRecord
-from sundial.planning.schedule import parse_duration
+from sundial.planning.schedule import parse_duration, parse_time
 
 DEFAULT_START_GRACE = timedelta(seconds=60)
 MAX_RUN_DURATION_EXCEEDED = "MaxRunDurationExceeded"
@@ -326,16 +326,14 @@ def pod_span(pods: list[dict[str, Any]]) -> tuple[datetime, datetime] | None:
     ends: list[datetime] = []
     for pod in pods:
         status = pod.get("status") or {}
-        if status.get("startTime"):
-            starts.append(_time(status["startTime"]))
+        start = parse_time(status.get("startTime"))
+        if start is not None:
+            starts.append(start)
         for container in status.get("containerStatuses") or []:
-            finished = ((container.get("state") or {}).get("terminated") or {}).get("finishedAt")
-            if finished:
-                ends.append(_time(finished))
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            end = parse_time(terminated.get("finishedAt"))
+            if end is not None:
+                ends.append(end)
     if not starts or not ends:
         return None
     return min(starts), max(ends)
-
-
-def _time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))

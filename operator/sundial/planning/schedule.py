@@ -23,6 +23,19 @@ from croniter import CroniterBadDateError, croniter
 
 from sundial.api.models import Backend, IntervalSpec, ScheduledJobSpec
 
+
+def parse_time(value: object) -> datetime | None:
+    """A time as the apiserver writes it (RFC 3339, Z or an offset); None when absent."""
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def iso(moment: datetime) -> str:
+    """A time as Kubernetes writes it: UTC, with Z."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",

@@ -8,7 +8,7 @@ counters that must never decrease.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from temporalio.client import ScheduleDescription
@@ -17,13 +17,14 @@ from sundial.api.models import (
     BackendRef,
     Condition,
     ConditionStatus,
+    RecentRun,
     ScheduledJob,
     ScheduledJobStatus,
 )
 from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
 from sundial.planning.missed import Judgement, Tally, counts_as_missed, tally
 from sundial.planning.runs import Limits, RunHistory, limits
-from sundial.planning.schedule import Timetable
+from sundial.planning.schedule import Timetable, iso, parse_time
 from sundial.planning.temporal_schedule import SWITCH_NOTE
 
 READY = "Ready"
@@ -65,12 +66,6 @@ def condition(
 
 def with_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
     return [c for c in conditions if c.type != new.type] + [new]
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 def switching(
@@ -264,15 +259,11 @@ def run_too_long(
                 f"the latest run took {latest.duration_seconds:g}s, within {limit}")  # fmt: skip
 
 
-def last_result(sj: ScheduledJob, recent: list[Any]) -> str | None:
+def last_result(sj: ScheduledJob, recent: list[RecentRun]) -> str | None:
     """What `kubectl get` shows as LAST RESULT."""
     if sj.spec.suspend:
         return "Suspended"
     return recent[0].result if recent else None
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _ready_status(
