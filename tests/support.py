@@ -287,3 +287,24 @@ def owned_jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, A
                          "-o", "json")  # fmt: skip
     items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
     return items
+
+
+def kubernetes_scheduledjob(name: str, namespace: str, job: dict[str, Any],
+                            **spec: Any) -> dict[str, Any]:  # fmt: skip
+    """A kubernetes-backed ScheduledJob running `job` every minute, unless spec says
+    otherwise."""
+    spec.setdefault("schedule", "* * * * *")
+    return {
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": name, "namespace": namespace}, "spec": {"job": job, **spec},
+    }  # fmt: skip
+
+
+def no_retry_job(image: str, script: str) -> dict[str, Any]:
+    """spec.job for `sh -c script`, no retries (backoffLimit 0), Jobs kept an hour: each
+    slot is one Pod, one result."""
+    return {"template": {"spec": {
+        "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "job", "image": image, "command": ["sh", "-c", script]}]}},
+    }}}  # fmt: skip

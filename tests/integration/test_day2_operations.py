@@ -21,6 +21,8 @@ from support import (
     OperatorProcess,
     TemporalSide,
     eventually,
+    kubernetes_scheduledjob,
+    no_retry_job,
     owned_jobs,
     parse_time,
     ready,
@@ -59,25 +61,11 @@ def entry(kubectl: Kubectl, name: str, namespace: str, kind: str, request_id: st
                  if (e["kind"], e["id"]) == (kind, request_id)), None)  # fmt: skip
 
 
-def kubernetes_sj(
-    namespace: str, name: str, image: str, script: str, **spec: Any
-) -> dict[str, Any]:
-    """An hourly (unless spec says otherwise) ScheduledJob running `script`, no retries."""
-    return {
-        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedule": "0 * * * *", "job": {"template": {"spec": {
-            "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "job", "image": image, "command": ["sh", "-c", script]}]}}}}},
-            "successfulRunsHistoryLimit": 20, **spec},
-    }  # fmt: skip
-
-
 def applied_ready(
     kubectl: Kubectl, namespace: str, name: str, image: str, script: str, **spec: Any
 ) -> None:
-    kubectl.apply(kubernetes_sj(namespace, name, image, script, **spec))
+    spec = {"schedule": "0 * * * *", "successfulRunsHistoryLimit": 20, **spec}
+    kubectl.apply(kubernetes_scheduledjob(name, namespace, no_retry_job(image, script), **spec))
     eventually(lambda: ready(kubectl, name, namespace), what=f"{name} Ready")
 
 

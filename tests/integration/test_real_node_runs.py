@@ -14,6 +14,7 @@ from support import (
     Kubectl,
     OperatorProcess,
     eventually,
+    kubernetes_scheduledjob,
     owned_jobs,
     parse_time,
     sj_status,
@@ -32,11 +33,7 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
     busybox = stack.images["busybox"]
 
     def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
-        kubectl.apply({
-            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedule": "* * * * *", "job": job, **spec},
-        })  # fmt: skip
+        kubectl.apply(kubernetes_scheduledjob(name, namespace, job, **spec))
 
     now = datetime.now(UTC)
     m1 = now.replace(second=0, microsecond=0) + timedelta(minutes=1 if now.second < 40 else 2)

@@ -17,6 +17,8 @@ from support import (
     OperatorProcess,
     conditions_of,
     eventually,
+    kubernetes_scheduledjob,
+    no_retry_job,
     parse_time,
     sample,
     scrape,
@@ -40,15 +42,6 @@ def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
     return pods[0]
 
 
-def template(busybox: str, script: str) -> dict[str, Any]:
-    """No retries (backoffLimit 0), kept an hour: each slot is one Pod, one result."""
-    return {"template": {"spec": {
-        "backoffLimit": 0, "ttlSecondsAfterFinished": 3600,
-        "template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "job", "image": busybox, "command": ["sh", "-c", script]}]}},
-    }}}  # fmt: skip
-
-
 @pytest.mark.timeout(900)
 def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
@@ -56,22 +49,18 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     busybox = stack.images["busybox"]
 
     def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
-        kubectl.apply({
-            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedule": "* * * * *", "job": job, "failedRunsHistoryLimit": 10,
-                     "successfulRunsHistoryLimit": 10, **spec},
-        })  # fmt: skip
+        kubectl.apply(kubernetes_scheduledjob(name, namespace, job, failedRunsHistoryLimit=10,
+                                              successfulRunsHistoryLimit=10, **spec))  # fmt: skip
 
     # Created at least 20 s before M1, the first slot: no run before M1 to count.
     if datetime.now(UTC).second >= 40:
         wait_until(datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1))
     m1 = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-    apply("succeeds", template(busybox, "sleep 3"))
-    apply("exits", template(busybox, "exit 3"))
-    apply("too-long", template(busybox, "sleep 40"), monitoring={"maxRunDuration": "10s"})
+    apply("succeeds", no_retry_job(busybox, "sleep 3"))
+    apply("exits", no_retry_job(busybox, "exit 3"))
+    apply("too-long", no_retry_job(busybox, "sleep 40"), monitoring={"maxRunDuration": "10s"})
     streak = {"failureThreshold": 2, "recoveryThreshold": 2}
-    apply("streak", template(busybox, "exit 1"), monitoring=streak)
+    apply("streak", no_retry_job(busybox, "exit 1"), monitoring=streak)
 
     # too-long, while it runs: TimedOut in status, RunTooLong True, no completion yet.
     def overrunning() -> dict[str, Any] | None:
@@ -139,7 +128,7 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     assert current["consecutiveFailures"] == 2
     assert conditions_of(current)["RunsFailing"]["status"] == "True"
     assert datetime.now(UTC) < m2 + timedelta(seconds=50), "too late to fix before M3"
-    apply("streak", template(busybox, "exit 0"), monitoring=streak)
+    apply("streak", no_retry_job(busybox, "exit 0"), monitoring=streak)
 
     # One success is not a recovery (recoveryThreshold 2); the second is.
     m3, m4 = m2 + timedelta(minutes=1), m2 + timedelta(minutes=2)
