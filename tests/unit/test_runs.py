@@ -213,7 +213,7 @@ def failing_condition(outcomes: list[bool], run_limits: Limits) -> list[tuple[st
         now = at(minute + 1)
         history = run_history(status, [job_run(j) for j in seen[-3:]], run_limits, now,
                               complete=True)  # fmt: skip
-        made = st.runs_failing(conditions, history, run_limits, now=now, generation=1)
+        made = st.runs_failing(conditions, history, now=now, generation=1)
         conditions = st.with_condition(conditions, made)
         status = status.model_copy(update={
             "recent_runs": history.recent_runs,
@@ -246,7 +246,7 @@ def test_the_failing_message_names_the_latest_failure_and_its_reason() -> None:
     history = run_history(ScheduledJobStatus(), [job_run(job(0, ok=False,
                                                              reason="BackoffLimitExceeded"))],
                           Limits(), at(2), complete=True)  # fmt: skip
-    made = st.runs_failing([], history, Limits(), now=at(2), generation=1)
+    made = st.runs_failing([], history, now=at(2), generation=1)
     assert "2026-12-01T10:00:00Z" in made.message
     assert "Failed (BackoffLimitExceeded): boom" in made.message
 
@@ -257,7 +257,7 @@ def test_run_too_long_is_true_while_a_run_overruns_and_until_a_later_one_is_with
     def too_long(observed: list[JobRecord], now: datetime) -> tuple[str, str] | None:
         history = run_history(ScheduledJobStatus(), [job_run(j) for j in observed], run_limits,
                               now, complete=True)  # fmt: skip
-        made = st.run_too_long([], history, run_limits, now=now, generation=1)
+        made = st.run_too_long([], history, now=now, generation=1)
         return None if made is None else (made.status, made.reason)
 
     assert too_long([job(0)], at(0, 20)) == ("False", "WithinMaxRunDuration")
@@ -268,7 +268,7 @@ def test_run_too_long_is_true_while_a_run_overruns_and_until_a_later_one_is_with
     # No maxRunDuration, no condition.
     history = run_history(ScheduledJobStatus(), [job_run(job(0))], Limits(), at(5),
                           complete=True)  # fmt: skip
-    assert st.run_too_long([], history, Limits(), now=at(5), generation=1) is None
+    assert st.run_too_long([], history, now=at(5), generation=1) is None
 
 
 def test_last_result_is_the_newest_run_or_suspended() -> None:

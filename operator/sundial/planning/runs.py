@@ -80,6 +80,7 @@ def limits(spec: ScheduledJobSpec) -> Limits:
 
 @dataclass(frozen=True)
 class RunHistory:
+    limits: Limits  # what it was built with, and what its conditions are judged by
     recent_runs: list[RecentRun]
     consecutive_failures: int
     consecutive_successes: int
@@ -213,6 +214,7 @@ def run_history(
         and run.result == "Running"
     ]
     return RunHistory(
+        limits=limits,
         recent_runs=ordered[: limits.recent_runs],
         consecutive_failures=failures,
         consecutive_successes=successes,

@@ -23,7 +23,7 @@ from sundial.api.models import (
 )
 from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
 from sundial.planning.missed import Judgement, Tally, counts_as_missed, tally
-from sundial.planning.runs import Limits, RunHistory, limits
+from sundial.planning.runs import RunHistory
 from sundial.planning.schedule import Timetable, iso, parse_time
 from sundial.planning.temporal_schedule import SWITCH_NOTE
 
@@ -174,7 +174,6 @@ def runs_missed(
 def runs_failing(
     previous: list[Condition],
     history: RunHistory,
-    limits: Limits,
     *,
     now: datetime,
     generation: int,
@@ -182,6 +181,7 @@ def runs_failing(
     """True once failureThreshold runs in a row failed (or timed out), False again once
     recoveryThreshold runs in a row succeeded: one bad or good run alone does not flip it
     when the thresholds say so."""
+    limits = history.limits
     old = find_condition(previous, RUNS_FAILING)
     failures, successes = history.consecutive_failures, history.consecutive_successes
 
@@ -223,13 +223,13 @@ def runs_failing(
 def run_too_long(
     previous: list[Condition],
     history: RunHistory,
-    limits: Limits,
     *,
     now: datetime,
     generation: int,
 ) -> Condition | None:
     """With monitoring.maxRunDuration: True while a run goes on past it, and after such a
     run until a later one ends within it. None (no condition) without one."""
+    limits = history.limits
     if limits.max_run_duration is None:
         return None
     limit = f"{limits.max_run_duration.total_seconds():g}s"
@@ -282,7 +282,6 @@ def _ready_status(
     the run tally moved on by this pass's judgement, and the runs' history."""
     previous = sj.status
     generation = sj.metadata.generation
-    run_limits = limits(sj.spec)
     if sj.spec.suspend:
         notes = [
             *(notes or []),
@@ -305,10 +304,10 @@ def _ready_status(
                                 generation=generation)
     )  # fmt: skip
     conditions = with_condition(
-        conditions, runs_failing(previous.conditions, history, run_limits, now=now,
+        conditions, runs_failing(previous.conditions, history, now=now,
                                  generation=generation)
     )  # fmt: skip
-    too_long = run_too_long(previous.conditions, history, run_limits, now=now,
+    too_long = run_too_long(previous.conditions, history, now=now,
                             generation=generation)  # fmt: skip
     conditions = (
         with_condition(conditions, too_long)
