@@ -20,6 +20,7 @@ from support import (
     Kubectl,
     OperatorProcess,
     TemporalSide,
+    conditions_of,
     eventually,
     kubernetes_scheduledjob,
     no_retry_job,
@@ -170,6 +171,23 @@ def test_run_now_and_backfill_on_kubernetes_each_once(
     assert namespace in listed.stdout, listed.stdout
     assert "hourly" in listed.stdout, listed.stdout
 
+    # suspend with a note: the CronJob is suspended, Ready and LAST RESULT say so; resume.
+    paused = plugin(kubectl, namespace, "suspend", "hourly", "--note", "quarter close")
+    assert paused.returncode == 0, paused.stderr
+    assert "Argo CD" not in paused.stderr, "warned for an object Argo CD does not manage"
+
+    def suspended() -> dict[str, Any] | None:
+        cronjob = kubectl.get("cronjob", "hourly", namespace) or {}
+        current = sj_status(kubectl, "hourly", namespace)
+        message = conditions_of(current).get("Ready", {}).get("message", "")
+        ok = cronjob.get("spec", {}).get("suspend") is True and "quarter close" in message
+        return current if ok else None
+
+    assert eventually(suspended, what="suspended with the note")["lastResult"] == "Suspended"
+    assert plugin(kubectl, namespace, "resume", "hourly").returncode == 0
+    eventually(lambda: (kubectl.get("cronjob", "hourly", namespace) or {})["spec"]["suspend"]
+               is False, what="resumed")  # fmt: skip
+
 
 @pytest.mark.timeout(300)
 def test_run_now_under_forbid_waits_for_the_running_job(
@@ -259,6 +277,20 @@ def test_run_now_backfill_and_a_suspend_note_on_temporal(
     runs = eventually(marked, what="backfilled runs in recentRuns")
     assert sorted(parse_time(r["scheduledTime"]) for r in runs) == slots
     assert all("late" not in r for r in runs), runs
+    # Over the cap, written by hand: refused, and Temporal is asked for nothing.
+    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
+                f"sundial.dev/backfill=huge;{iso(end - timedelta(hours=200))};"
+                f"{iso(end)}")  # fmt: skip
+    refused = eventually(lambda: entry(kubectl, "hourly", namespace, "Backfill", "huge"),
+                         what="huge refused")  # fmt: skip
+    assert refused["outcome"] == "Refused", refused
+    assert len(actions()) == 6, "an over-the-cap backfill started runs"
+    # status and list read the temporal object the same way.
+    shown = plugin(kubectl, namespace, "status", "hourly")
+    assert shown.returncode == 0, shown.stderr
+    for text in ("Backend:   temporal", f"sundial/{namespace}/hourly", "Backfill/five"):
+        assert text in shown.stdout, (text, shown.stdout)
+    assert "hourly" in plugin(kubectl, namespace, "list").stdout
 
     # suspend with a note: Temporal's pause note carries it; resume lifts it.
     marked = temporal_sj("hourly", namespace, schedule="0 * * * *")
