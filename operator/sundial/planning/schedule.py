@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import heapq
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -117,11 +118,11 @@ def normalize_cron(expression: str, backend: Backend) -> str:
             f"spec.schedule {expression!r} has {len(fields)} fields; a cron expression has 5: "
             "minute hour day-of-month month day-of-week",
         )
-    for (name, pattern), field in zip(_FIELDS, fields, strict=True):
-        if not pattern.match(field):
+    for (name, pattern), text_field in zip(_FIELDS, fields, strict=True):
+        if not pattern.match(text_field):
             raise ScheduleError(
                 "InvalidSchedule",
-                f"spec.schedule {expression!r}: the {name} field {field!r} is not valid "
+                f"spec.schedule {expression!r}: the {name} field {text_field!r} is not valid "
                 "(numbers, ranges a-b, lists a,b, steps */n, * or ?; L, W and # are not "
                 "supported by CronJob)",
             )
@@ -181,10 +182,8 @@ def cron_slots(
     # Temporal's calendar specs always AND the day fields; robfig ORs them unless either
     # has the star bit.
     day_or = backend == "kubernetes" and not (has_star(dom) or has_star(dow))
-    # Start an hour early in local time so a start inside the repeated hour still sees
-    # the second occurrence of earlier wall-clock times; the filter below drops the rest.
-    local_start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=3)
-    wall_clock = croniter(cron, local_start, day_or=day_or)
+    local_start = after.astimezone(zone).replace(tzinfo=None)
+    wall_clock = croniter(cron, local_start - _repeated_before(local_start, zone), day_or=day_or)
     pending: list[datetime] = []
     seen: set[datetime] = set()
     while True:
@@ -209,6 +208,17 @@ def cron_slots(
         yield heapq.heappop(pending)
 
 
+def _repeated_before(local: datetime, zone: ZoneInfo) -> timedelta:
+    """How far back wall-clock times can still come after `local`: inside a repeated
+    period, the earlier wall-clock times of it happen again (read with the later offset);
+    anywhere else nothing earlier comes later, so slots are read from `local` itself."""
+    first = local.replace(tzinfo=zone, fold=0).utcoffset()
+    second = local.replace(tzinfo=zone, fold=1).utcoffset()
+    if first is None or second is None or first <= second:
+        return timedelta(0)  # not repeated (a gap has the larger offset second)
+    return first - second
+
+
 def interval_slots(interval: IntervalSpec, after: datetime) -> Iterator[datetime]:
     """Slots of `every` shifted by `offset`, anchored at the Unix epoch like Temporal."""
     every = parse_duration(interval.every).total_seconds()
@@ -218,6 +228,19 @@ def interval_slots(interval: IntervalSpec, after: datetime) -> Iterator[datetime
     while True:
         yield datetime.fromtimestamp(index * every + offset, tz=UTC)
         index += 1
+
+
+@dataclass
+class _SlotRun:
+    """Consecutive slots strictly after `origin`, read on demand from `source`."""
+
+    origin: datetime
+    source: Iterator[datetime]
+    slots: list[datetime] = field(default_factory=list)
+
+    def covers(self, after: datetime) -> bool:
+        """Whether reading on from here reaches `after` with nothing left unread."""
+        return self.origin <= after <= (self.slots[-1] if self.slots else self.origin)
 
 
 @dataclass(frozen=True)
@@ -230,19 +253,36 @@ class Timetable:
     interval: IntervalSpec | None
     start: datetime | None = None
     end: datetime | None = None
+    # The slots read so far, shared by every question asked of this timetable: a pass
+    # asks several (the judge from the watermark, the slot after each, the next runs) and
+    # reads each slot once. A Timetable lives for one pass, so this never outgrows it.
+    _read: list[_SlotRun] = field(default_factory=list, compare=False, repr=False)
 
     def slots(self, after: datetime) -> Iterator[datetime]:
         if self.start is not None and after < self.start:
             after = self.start - timedelta(microseconds=1)
-        if self.cron is not None:
-            source = cron_slots(self.cron, self.zone, after, backend=self.backend)
-        else:
-            assert self.interval is not None
-            source = interval_slots(self.interval, after)
-        for slot in source:
+        run = next((run for run in self._read if run.covers(after)), None)
+        if run is None:
+            run = _SlotRun(after, self._source(after))
+            self._read.append(run)
+        index = bisect_right(run.slots, after)
+        while True:
+            if index == len(run.slots):
+                slot = next(run.source, None)
+                if slot is None:
+                    return
+                run.slots.append(slot)
+            slot = run.slots[index]
             if self.end is not None and slot > self.end:
                 return
             yield slot
+            index += 1
+
+    def _source(self, after: datetime) -> Iterator[datetime]:
+        if self.cron is not None:
+            return cron_slots(self.cron, self.zone, after, backend=self.backend)
+        assert self.interval is not None
+        return interval_slots(self.interval, after)
 
     def next_runs(self, now: datetime, count: int = 3) -> list[datetime]:
         runs: list[datetime] = []
