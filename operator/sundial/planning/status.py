@@ -22,7 +22,7 @@ from sundial.api.models import (
     ScheduledJobStatus,
 )
 from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
-from sundial.planning.missed import Judgement, Tally, counts_as_missed, tally
+from sundial.planning.missed import SETTLE, Judgement, Tally, counts_as_missed, tally
 from sundial.planning.runs import RunHistory
 from sundial.planning.schedule import Timetable, iso, parse_time
 from sundial.planning.temporal_schedule import SWITCH_NOTE
@@ -338,6 +338,18 @@ def _ready_status(
     )
 
 
+def listed_after(judgement: Judgement, now: datetime) -> datetime:
+    """The moment nextRunTimes count from: a slot is listed until it is settled (seen
+    started, which moves the watermark onto it, or SETTLE after it). So the list moves
+    on the pass that records the slot's run or judges it, not a few seconds earlier on
+    a pass of its own: one status write per slot, and the first entry is at most SETTLE
+    in the past."""
+    settled = now - SETTLE
+    if judgement.accounting is not None:
+        settled = max(settled, judgement.accounting.accounted_until)
+    return settled
+
+
 def kubernetes_status(
     sj: ScheduledJob,
     cronjob: dict[str, Any],
@@ -363,7 +375,9 @@ def kubernetes_status(
         ),
         last_schedule_time=parse_time(observed.get("lastScheduleTime")),
         active=len(observed.get("active") or []),
-        next_run_times=[] if sj.spec.suspend else table.next_runs(now, NEXT_RUN_COUNT),
+        next_run_times=[]
+        if sj.spec.suspend
+        else table.next_runs(listed_after(judgement, now), NEXT_RUN_COUNT),
         spec_hash=(cronjob.get("metadata", {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION),
     )
 
