@@ -166,6 +166,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo.tasks = [
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
         asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces)),
+        asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
         *(
             asyncio.create_task(queue.run_worker(metrics.measured(reconciler)), name=f"worker-{i}")
             for i in range(config.workers)

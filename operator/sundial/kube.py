@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime
+from importlib import metadata
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -18,24 +19,31 @@ from kubernetes.client.exceptions import ApiException
 from sundial.api.models import GROUP, PLURAL, VERSION
 
 FIELD_MANAGER = "sundial"
+USER_AGENT = f"sundial/{metadata.version('sundial')}"
 LIST_PAGE = 500
 
 __all__ = ["ApiException", "KubeClient", "is_invalid", "is_not_found"]
 
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    """In-cluster credentials when running in a pod, else the kubeconfig. Its requests
+    say they are Sundial's (User-Agent), so the apiserver's audit log and its flow
+    control can tell them from everyone else's."""
+    api_client: client.ApiClient | None = None
     if kubeconfig is None:
         try:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return client.ApiClient()
+            api_client = client.ApiClient()
         except config.ConfigException:
             pass
-    configuration = client.Configuration()
-    config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=kubeconfig, client_configuration=configuration
-    )
-    return client.ApiClient(configuration)
+    if api_client is None:
+        configuration = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+        api_client = client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return api_client
 
 
 def is_not_found(error: BaseException) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -16,6 +17,7 @@ Key = tuple[str, str]
 # Few buckets: every series is per ScheduledJob (cardinality = objects x buckets).
 DURATION_BUCKETS = (1, 10, 60, 300, 900, 3600, 4 * 3600, float("inf"))
 DELAY_BUCKETS = (1, 5, 15, 60, 300, float("inf"))
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, float("inf"))
 WATCHED_CONDITIONS = ("RunsMissed", "RunsFailing", "RunTooLong")
 
 
@@ -50,6 +52,12 @@ class Metrics:
         self.reconcile_seconds = Histogram(
             "sundial_reconcile_duration_seconds", "Time one reconcile pass takes.",
             registry=self.registry,
+        )  # fmt: skip
+        self.loop_lag = Histogram(
+            "sundial_event_loop_lag_seconds",
+            "How late a periodic timer fires on the event loop: the time the loop was blocked "
+            "(watch events and timers wait that long).",
+            buckets=LAG_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.temporal_requests = Counter(
             "sundial_temporal_requests", "Requests made to Temporal (all connections).",
@@ -101,6 +109,16 @@ class Metrics:
             return result
 
         return measured_reconcile
+
+    async def watch_loop_lag(self, interval: float = 1.0) -> None:
+        """Sample the event loop's lag for ever: sleep `interval`, observe how much later
+        than asked the loop woke this task (what asyncio's debug mode calls a slow
+        callback, measured all the time and cheaply)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time() + interval
+            await asyncio.sleep(interval)
+            self.loop_lag.observe(max(loop.time() - asked, 0.0))
 
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)

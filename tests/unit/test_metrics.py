@@ -3,7 +3,9 @@ the object; and every metric the shipped alerts use is one the operator exports.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -72,3 +74,25 @@ def test_every_metric_in_the_shipped_alerts_is_exported() -> None:
     used = {name for rule in rules for name in re.findall(r"\bsundial_\w+", rule["expr"])}
     assert used, "the alerts name no Sundial metric"
     assert used <= exported, used - exported
+
+
+def test_a_blocked_event_loop_shows_in_the_loop_lag() -> None:
+    """The lag is measured by the loop itself: a callback that blocks it for 0.3 s makes
+    the next one-second tick 0.3 s late, and that is what the histogram holds."""
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(metrics.watch_loop_lag(interval=0.1))
+        await asyncio.sleep(0.15)
+        time.sleep(0.3)  # noqa: ASYNC251 -- blocks the loop, as a slow pass would
+        await asyncio.sleep(0.25)
+        watcher.cancel()
+
+    asyncio.run(scenario())
+    count = metrics.registry.get_sample_value("sundial_event_loop_lag_seconds_count")
+    quick = metrics.registry.get_sample_value(
+        "sundial_event_loop_lag_seconds_bucket", {"le": "0.1"}
+    )
+    assert count is not None
+    assert quick is not None
+    assert count - quick == 1, "exactly one tick was late by more than 0.1 s"
