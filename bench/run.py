@@ -1,134 +1,182 @@
-"""Scale measurements on the real local stack (never part of the timed test suite).
+"""Sundial against the platform's own floor, on the real local stack (never a timed test).
 
-    make bench                         # defaults: 1000 kubernetes-backed, 200 temporal-backed
-    python bench/run.py --kubernetes 5000 --temporal 500
+    make bench                                    # 1,000 ScheduledJobs, 3 minutes steady
+    python bench/run.py --sizes 1000,5000,10000 --steady-at 5000 --steady-minutes 10
 
-Measures, for N ScheduledJobs in one operator:
-- time from operator start to every ScheduledJob Ready, and the operator's memory (RSS);
-- writes the operator made to converge (from the apiserver's own request counters);
-- writes in a quiet minute afterwards (should be none), and on an operator restart;
-- the request rate to Temporal with M temporal-backed ScheduledJobs (sundial_temporal_requests).
+For each size, on a fresh stack, with a realistic mix of schedules (workload.py):
+1. apply to Ready: every ScheduledJob Ready with its backend object, against the floor:
+   the same N CronJobs created by the same client (kubectl), and the same Temporal
+   schedules created directly with the Temporal client;
+2. one more object with N held: time to Ready, over --samples objects;
+at --steady-at, also:
+3. steady state: operator CPU, peak RSS, its API requests by kind (the apiserver's audit
+   log, by User-Agent), Temporal requests, status writes per slot against the CronJob
+   controller's own status writes, event-loop lag; a py-spy profile;
+4. detection latency: the controller-manager stopped across two minute slots;
+5. an operator restart: time to list and reconcile, and the writes it makes.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
-import re
+import subprocess
 import sys
 import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
+
+from observe import (  # noqa: E402
+    AuditLog,
+    Process,
+    ScheduledJobWatch,
+    controller_status_writes,
+    histogram_quantile,
+    operator_requests,
+    percentile,
+    reads,
+    writes,
+)
+from temporalio.client import (  # noqa: E402
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleSpec,
+)
+from workload import DEFAULT_MIX, Item, as_list, cronjob, scheduledjob, workload  # noqa: E402
 
 from localstack import LocalStack, Ports  # noqa: E402
 from localstack.sundial_setup import (  # noqa: E402
     CLUSTER_RESOURCE_NAMESPACE,
     default_connection_manifest,
 )
+from sundial.api.models import ScheduledJobSpec  # noqa: E402
+from sundial.planning.schedule import timetable  # noqa: E402
 from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, free_port, sample, scrape  # noqa: E402
 
 NAMESPACE = "bench"
+FLOOR_NAMESPACE = "floor"
 
 
-def manifests(count: int, backend: str) -> str:
-    docs = []
-    for i in range(count):
-        spec: dict[str, object]
-        if backend == "kubernetes":
-            # Yearly: no Jobs during the bench, only the reconcile machinery is measured.
-            spec = {"schedule": f"{i % 60} {i % 24} 1 1 *", "job": {"image": "bench:1"}}
-        else:
-            spec = {
-                "backend": "temporal",
-                "interval": {"every": "1h", "offset": f"{i % 3600}s"},
-                "workflow": {"type": "BenchNoop", "taskQueue": "bench"},
-            }
-        docs.append(
-            {
-                "apiVersion": "sundial.dev/v1alpha1",
-                "kind": "ScheduledJob",
-                "metadata": {"name": f"{backend[:4]}-{i:05d}", "namespace": NAMESPACE},
-                "spec": spec,
-            }
-        )
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+def log(message: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
 
 
-def writes(kubectl: Kubectl) -> dict[str, int]:
-    """Mutating requests the apiserver served, by resource, from its /metrics."""
-    text = kubectl.run("get", "--raw", "/metrics").stdout
-    totals: dict[str, int] = {}
-    pattern = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-    for line in text.splitlines():
-        match = pattern.match(line)
-        if not match:
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        if labels.get("verb") not in ("CREATE", "PATCH", "APPLY", "UPDATE", "DELETE"):
-            continue
-        resource = labels.get("resource", "") + (
-            "/" + labels["subresource"] if labels.get("subresource") else ""
-        )
-        if resource in ("scheduledjobs", "scheduledjobs/status", "cronjobs", "events"):
-            totals[resource] = totals.get(resource, 0) + int(float(match["value"]))
-    return totals
+async def temporal_floor(address: str, items: list[Item], *, delete: bool = False) -> float:
+    """Create (or delete) the Temporal schedules directly, 20 at a time; seconds taken."""
+    temporal = await Client.connect(address)
+    gate = asyncio.Semaphore(20)
 
+    async def one(item: Item) -> None:
+        async with gate:
+            if delete:
+                await temporal.get_schedule_handle(f"floor-{item.name}").delete()
+                return
+            await temporal.create_schedule(
+                f"floor-{item.name}",
+                Schedule(
+                    action=ScheduleActionStartWorkflow(
+                        "BenchNoop", id=f"floor-{item.name}", task_queue="bench"
+                    ),
+                    spec=ScheduleSpec(cron_expressions=[item.schedule],
+                                      time_zone_name=item.time_zone),
+                ),
+            )  # fmt: skip
 
-def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {
-        k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
-    }
-
-
-def ready_count(kubectl: Kubectl) -> int:
-    data = json.loads(kubectl.run("get", "scheduledjobs", "-n", NAMESPACE, "-o", "json").stdout)
-    return sum(
-        any(c["type"] == "Ready" and c["status"] == "True"
-            for c in item.get("status", {}).get("conditions", []))
-        for item in data["items"]
-    )  # fmt: skip
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def wait_all_ready(kubectl: Kubectl, total: int, timeout: float) -> float:
     began = time.monotonic()
-    while ready_count(kubectl) < total:
-        if time.monotonic() - began > timeout:
-            raise SystemExit(f"not all {total} Ready within {timeout:.0f}s")
-        time.sleep(2)
+    await asyncio.gather(*(one(item) for item in items))
     return time.monotonic() - began
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kubernetes", type=int, default=1000)
-    parser.add_argument("--temporal", type=int, default=200)
-    parser.add_argument("--quiet-seconds", type=float, default=60)
-    args = parser.parse_args()
-    total = args.kubernetes + args.temporal
+def slots_in(items: list[Item], start: datetime, end: datetime) -> Counter[str]:
+    """Slots in (start, end] by backend, by each item's own timetable."""
+    counts: Counter[str] = Counter()
+    for item in items:
+        spec = ScheduledJobSpec.model_validate(
+            scheduledjob(item, NAMESPACE)["spec"]  # type: ignore[arg-type]
+        )
+        counts[item.backend] += len(timetable(spec).slots_between(start, end, 100_000))
+    return counts
 
+
+def lag_buckets(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> dict[float, float]:
+    return {
+        float(dict(labels)["le"]): value
+        for (name, labels), value in metrics.items()
+        if name == "sundial_event_loop_lag_seconds_bucket"
+    }
+
+
+def wait_for(what: str, check: object, timeout: float, every: float = 1.0) -> float:
+    began = time.monotonic()
+    while not check():  # type: ignore[operator]
+        if time.monotonic() - began > timeout:
+            raise SystemExit(f"{what}: not within {timeout:.0f} s")
+        time.sleep(every)
+    return time.monotonic() - began
+
+
+def profile(pid: int, seconds: int, out: Path) -> list[str]:
+    """py-spy's leaf frames (self time) over `seconds`: the top entries."""
+    subprocess.run(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
+         "--duration", str(seconds), "--format", "raw", "--output", str(out), "--nonblocking"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    own: Counter[str] = Counter()
+    total = 0
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count)
+        own[stack.split(";")[-1]] += int(count)
+    return [f"{100 * n / total:5.1f} %  {frame}" for frame, n in own.most_common(12)]
+
+
+def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, object]:
+    mix = tuple((k, float(v)) for k, v in (p.split("=") for p in args.mix.split(",")))
+    items = workload(size, mix=mix, temporal_share=args.temporal_share,
+                     non_utc_share=args.non_utc_share)  # fmt: skip
+    k_items = [i for i in items if i.backend == "kubernetes"]
+    t_items = [i for i in items if i.backend == "temporal"]
+    result: dict[str, object] = {"size": size, "kubernetes": len(k_items), "temporal": len(t_items)}
     ports = Ports(etcd=free_port(), apiserver=free_port(), kcm=free_port(), temporal=free_port())
-    with LocalStack(REPO / ".stack-bench", ports) as stack:
+    state = REPO / ".stack-bench"
+    audit_path = state / "audit.log"
+    state.mkdir(exist_ok=True)
+    audit_path.unlink(missing_ok=True)
+    os.environ["SUNDIAL_APISERVER_AUDIT_LOG"] = str(audit_path)
+    with LocalStack(state, ports, node=False) as stack:
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
+        audit = AuditLog(audit_path)
         kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
         kubectl.run("wait", "--for=condition=Established", *CRD_NAMES)
         kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
         kubectl.run("create", "namespace", NAMESPACE)
-        for backend, count in (("kubernetes", args.kubernetes), ("temporal", args.temporal)):
-            if count:
-                kubectl.run("create", "-f", "-", stdin=manifests(count, backend))
+        kubectl.run("create", "namespace", FLOOR_NAMESPACE)
+
+        # 1. the floor, then cleared away before Sundial starts
+        began = time.monotonic()
+        floor_docs = as_list([cronjob(i, FLOOR_NAMESPACE) for i in k_items])
+        kubectl.run("create", "-f", "-", stdin=json.dumps(floor_docs))
+        floor_k = time.monotonic() - began
+        floor_t = asyncio.run(temporal_floor(stack.temporal_address, t_items)) if t_items else 0.0
+        kubectl.run("delete", "cronjobs", "--all", "-n", FLOOR_NAMESPACE, "--wait=true")
+        if t_items:
+            asyncio.run(temporal_floor(stack.temporal_address, t_items, delete=True))
+        log(
+            f"floor: {len(k_items)} CronJobs {floor_k:.1f} s, "
+            f"{len(t_items)} schedules {floor_t:.1f} s"
+        )
 
         env = {
-            **os.environ,
             **stack.env(),
             "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
             "SUNDIAL_METRICS_PORT": str(free_port()),
@@ -136,45 +184,184 @@ def main() -> None:
             "SUNDIAL_LOG_LEVEL": "WARNING",
         }
         operator = OperatorProcess(env, stack.log_dir / "operator-bench.log")
-        before = writes(kubectl)
         operator.start()
+        wait_for("operator metrics", lambda: _answers(operator.metrics_url), 120)
+        watch = ScheduledJobWatch(stack.kubeconfig, NAMESPACE)
+
+        began = time.monotonic()
+        docs = as_list([scheduledjob(i, NAMESPACE) for i in items])
+        kubectl.run("create", "-f", "-", stdin=json.dumps(docs))
+        created = time.monotonic() - began
+        wait_for("all Ready", lambda: watch.ready() >= size, 3600, every=0.5)
+        apply_to_ready = time.monotonic() - began
+        floor = floor_k + floor_t
+        result |= {"floor_s": floor, "floor_cronjobs_s": floor_k, "floor_schedules_s": floor_t,
+                   "create_scheduledjobs_s": created, "apply_to_ready_s": apply_to_ready,
+                   "ratio": apply_to_ready / floor}  # fmt: skip
+        log(f"apply to Ready {apply_to_ready:.1f} s (create {created:.1f} s), "
+            f"floor {floor:.1f} s: ratio {apply_to_ready / floor:.2f}")  # fmt: skip
+
+        # 2. one more object, N held
+        extra = workload(args.samples, mix=mix, temporal_share=args.temporal_share,
+                         non_utc_share=args.non_utc_share, prefix="one")  # fmt: skip
+        latencies = []
+        for item in extra:
+            began_at = time.time()
+            watch.custom.create_namespaced_custom_object(
+                "sundial.dev", "v1alpha1", NAMESPACE, "scheduledjobs", scheduledjob(item, NAMESPACE)
+            )
+            wait_for(f"{item.name} Ready", lambda n=item.name: watch.ready_at(n), 120, every=0.02)
+            latencies.append(watch.ready_at(item.name) - began_at)  # type: ignore[operator]
+        result |= {"one_more_p50_s": percentile(latencies, 0.5),
+                   "one_more_p99_s": percentile(latencies, 0.99)}  # fmt: skip
+        log(
+            f"one more: p50 {percentile(latencies, 0.5):.2f} s, "
+            f"p99 {percentile(latencies, 0.99):.2f} s"
+        )
+        everything = items + extra
         assert operator.proc is not None
-        converge = wait_all_ready(kubectl, total, timeout=1800)
-        converged = writes(kubectl)
-        rss = rss_mib(operator.proc.pid)
-        metrics = scrape(operator.metrics_url)
-        temporal_before = metrics.get(sample("sundial_temporal_requests_total"), 0.0)
+        process = Process(operator.proc.pid)
+        result["rss_converged_mib"] = process.memory_mib()
+        if not steady:
+            operator.stop()
+            return result
 
-        time.sleep(args.quiet_seconds)
-        quiet = writes(kubectl)
-        metrics = scrape(operator.metrics_url)
-        temporal_after = metrics.get(sample("sundial_temporal_requests_total"), 0.0)
-        rss_quiet = rss_mib(operator.proc.pid)
+        # 3. steady state
+        window = args.steady_minutes * 60
+        audit.mark()
+        start = datetime.now(UTC)
+        cpu = process.cpu_seconds()
+        before = scrape(operator.metrics_url)
+        top = (
+            profile(
+                operator.proc.pid, min(args.profile_seconds, window), stack.log_dir / "profile.raw"
+            )
+            if args.profile_seconds
+            else []
+        )
+        time.sleep(max(0.0, window - (datetime.now(UTC) - start).total_seconds()))
+        end = datetime.now(UTC)
+        seconds = (end - start).total_seconds()
+        cpu = process.cpu_seconds() - cpu
+        after = scrape(operator.metrics_url)
+        events = audit.since_mark()
+        counts = operator_requests(events)
+        status_writes = counts.get("patch scheduledjobs/status", 0)
+        slots = slots_in(everything, start, end)
+        lag_before, lag_after = lag_buckets(before), lag_buckets(after)
+        lag = {le: lag_after[le] - lag_before.get(le, 0.0) for le in lag_after}
+        requests = sample("sundial_temporal_requests_total")
+        temporal_rate = (after.get(requests, 0.0) - before.get(requests, 0.0)) / seconds
+        result |= {
+            "steady_s": seconds,
+            "cpu_share_of_core": cpu / seconds,
+            "rss_peak_mib": process.memory_mib("VmHWM"),
+            "rss_mib": process.memory_mib(),
+            "reads_per_s": reads(counts) / seconds,
+            "writes": dict(writes(counts)),
+            "writes_per_s": sum(writes(counts).values()) / seconds,
+            "temporal_requests_per_s": temporal_rate,
+            "slots": dict(slots),
+            "status_writes": status_writes,
+            "status_writes_per_slot": status_writes / max(1, sum(slots.values())),
+            "controller_cronjob_status_writes": controller_status_writes(events),
+            "controller_writes_per_kubernetes_slot":
+                controller_status_writes(events) / max(1, slots["kubernetes"]),
+            "loop_lag_p99_s": histogram_quantile(lag, 0.99),
+            "profile_top": top,
+        }  # fmt: skip
+        log(json.dumps({k: v for k, v in result.items() if k != "profile_top"}, default=str))
 
+        # 4. detection latency: the controller down across two minute slots
+        minute_objects = [
+            i.name for i in everything if i.backend == "kubernetes" and i.kind == "minute"
+        ]
+        now = datetime.now(UTC)
+        first = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        if (first - now).total_seconds() < 20:
+            first += timedelta(minutes=1)
+        time.sleep(max(0.0, (first - timedelta(seconds=15) - datetime.now(UTC)).total_seconds()))
+        stack.stop_controller_manager()
+        second = first + timedelta(minutes=1)
+        time.sleep(max(0.0, (second - datetime.now(UTC)).total_seconds()) + 5)
+        stack.start_controller_manager()
+        slot = first.isoformat().replace("+00:00", "Z")
+        wait_for(
+            "every minute object showing the slot",
+            lambda: watch.showing(minute_objects, slot) >= len(minute_objects),
+            900,
+        )
+        detection = (datetime.now(UTC) - second).total_seconds()
+        result["detection_latency_s"] = detection
+        result["detection_objects"] = len(minute_objects)
+        log(
+            f"detection: the last of {len(minute_objects)} showed {slot} "
+            f"{detection:.1f} s after it was certain"
+        )
+
+        # 5. restart
+        audit.mark()
         operator.restart()
-        restart_began = time.monotonic()
-        # The restarted operator has worked through its listing when a new object is Ready.
-        kubectl.apply({
-            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": "after-restart", "namespace": NAMESPACE},
-            "spec": {"schedule": "0 0 1 1 *", "job": {"image": "bench:1"}},
-        })  # fmt: skip
-        wait_all_ready(kubectl, total + 1, timeout=1800)
-        restart_seconds = time.monotonic() - restart_began
-        restarted = writes(kubectl)
+        began = time.monotonic()
+        after_restart = Item("after-restart", "daily", "kubernetes", "0 3 * * *", "UTC")
+        watch.custom.create_namespaced_custom_object(
+            "sundial.dev",
+            "v1alpha1",
+            NAMESPACE,
+            "scheduledjobs",
+            scheduledjob(after_restart, NAMESPACE),
+        )
+        wait_for("restart caught up", lambda: watch.ready_at("after-restart"), 1800, every=0.2)
+        restart_s = time.monotonic() - began
+        restart_end = datetime.now(UTC)
+        events = audit.since_mark()
+        restart_writes = writes(operator_requests(events))
+        restart_began = restart_end - timedelta(seconds=restart_s)
+        filled = [line for line in operator.log_text().splitlines() if "cache filled" in line]
+        result |= {
+            "restart_s": restart_s,
+            "restart_writes": dict(restart_writes),
+            "restart_slots": dict(slots_in(everything, restart_began, restart_end)),
+            "cache_filled": filled[-1:],
+        }
+        log(f"restart: caught up in {restart_s:.1f} s, writes {dict(restart_writes)}")
         operator.stop()
+    return result
 
-    print(f"\nScheduledJobs: {args.kubernetes} kubernetes-backed, {args.temporal} temporal-backed")
-    print(f"all Ready after operator start:  {converge:.1f} s ({total / converge:.0f} objects/s)")
-    print(f"writes to converge:              {delta(converged, before)}")
-    print(f"operator RSS converged / quiet:  {rss:.0f} MiB / {rss_quiet:.0f} MiB")
-    quiet_writes = delta(quiet, converged) or "none"
-    print(f"writes in a quiet {args.quiet_seconds:.0f} s:          {quiet_writes}")
-    rate = (temporal_after - temporal_before) / args.quiet_seconds
-    print(f"Temporal requests in quiet time: {rate:.1f}/s for {args.temporal} schedules")
-    restart_writes = delta(restarted, quiet)
-    # The one new object accounts for a CronJob apply and a status write.
-    print(f"operator restart: caught up in   {restart_seconds:.1f} s; writes {restart_writes}")
+
+def _answers(url: str) -> bool:
+    try:
+        scrape(url)
+        return True
+    except OSError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000", help="comma-separated N, e.g. 1000,5000,10000")
+    parser.add_argument(
+        "--steady-at", type=int, default=None, help="N for steps 3-5 (default: the largest)"
+    )
+    parser.add_argument("--steady-minutes", type=float, default=3)
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--profile-seconds", type=int, default=60)
+    parser.add_argument("--temporal-share", type=float, default=0.2)
+    parser.add_argument("--non-utc-share", type=float, default=0.1)
+    parser.add_argument("--mix", default=",".join(f"{k}={v}" for k, v in DEFAULT_MIX))
+    parser.add_argument("--out", type=Path, default=REPO / ".stack-bench" / "results.json")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    steady_at = args.steady_at or max(sizes)
+    results = []
+    for size in sizes:
+        log(f"--- N = {size}")
+        results.append(run_size(args, size, steady=size == steady_at))
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps(results, indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -3,12 +3,21 @@ where a forwarder lets Pods reach it through the `kubernetes` Service."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from pathlib import Path
 
 from .common import NODE_IP, SA_ISSUER, SERVICE_CIDR, Ports
 from .pki import Pki
 from .process import Server, http_ok
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+"""
 
 
 def admin_tls(pki: Pki) -> ssl.SSLContext:
@@ -67,6 +76,19 @@ class ApiServer(Server):
                 "--disable-admission-plugins=ServiceAccount",
                 # No kubelet or kube-proxy will ever serve the `kubernetes` endpoints.
                 "--endpoint-reconciler-type=none",
+            ]
+        audit_log = os.environ.get("SUNDIAL_APISERVER_AUDIT_LOG")
+        if audit_log:
+            # bench/: who made which request (by User-Agent), which the apiserver's own
+            # metrics do not say. Metadata only, one line per request once answered.
+            policy = Path(audit_log).with_suffix(".policy.yaml")
+            policy.write_text(AUDIT_POLICY)
+            argv += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+                "--audit-log-mode=batch",
             ]
         self.start(argv, ports=[self.ports.apiserver])
 

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 OWNED_JOBS = {SCHEDULEDJOB_LABEL: kopf.PRESENT}
+# A run is a burst of events from owned objects (the Job created, the CronJob's status,
+# the Job's status, within about half a second): a pass that waits this long after the
+# first sees them all and writes the status once, not once for each.
+OWNED_EVENTS_FOLDED = 1.0
 # How often the cache is checked against a full listing (client-go's informer resync).
 RELIST_SECONDS = 600.0
 LISTINGS = (
@@ -69,7 +73,7 @@ def _owned_event(
 ) -> None:
     owner = remove(dict(body)) if type_ == "DELETED" else put(dict(body))
     if owner is not None:
-        memo.queue.add(owner)
+        memo.queue.add_after(owner, OWNED_EVENTS_FOLDED)
 
 
 @kopf.on.event("batch", "v1", "cronjobs", labels=MANAGED)

@@ -28,6 +28,7 @@ from sundial.planning.missed import (
     TemporalEvidence,
     judge_temporal,
     start_accounting,
+    temporal_requeue,
     timetable_hash,
 )
 from sundial.planning.runs import limits, run_history
@@ -154,7 +155,10 @@ class TemporalBackend:
             now=now,
             notes=notes,
         )
-        requeue = self.config.temporal_resync_seconds
+        jitter = parse_duration(sj.spec.jitter) if sj.spec.jitter else timedelta(0)
+        requeue = temporal_requeue(
+            status.next_run_times, jitter, now, self.config.temporal_resync_seconds
+        )
         if history.wake_at is not None:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
         return Outcome(status, requeue, judgement.new_runs, history)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from sundial.api.models import RunAccounting, ScheduledJob
-from sundial.planning.missed import SETTLE, Judgement
+from sundial.planning.missed import SETTLE, Judgement, temporal_requeue
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import timetable
 from sundial.planning.status import kubernetes_status
@@ -50,3 +52,18 @@ def test_a_slot_seen_started_leaves_the_list_at_once() -> None:
     """The pass that records the run (the Job seen, the watermark on its slot) also moves
     the list: one write for both."""
     assert next_runs(SLOT, SLOT + timedelta(seconds=2))[0] == SLOT + MINUTE
+
+
+def test_a_temporal_schedule_is_looked_at_once_its_next_slot_has_settled() -> None:
+    """Looked at on the resync period alone, a minute schedule is seen once just after
+    its action (a write) and again once the slot has settled (another write). The look
+    that falls due before the next slot settles waits for it instead."""
+    jitter = timedelta(seconds=2)
+    settles = SLOT + SETTLE + jitter
+    early = SLOT - timedelta(seconds=20)
+    assert temporal_requeue([SLOT], jitter, early, 30.0) == pytest.approx(
+        (settles - early).total_seconds() + 1
+    )
+    # A slot further off than the resync period: the resync period.
+    assert temporal_requeue([SLOT], jitter, SLOT - timedelta(seconds=50), 30.0) == 30.0
+    assert temporal_requeue([], jitter, early, 30.0) == 30.0

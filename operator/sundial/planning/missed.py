@@ -330,3 +330,19 @@ def tally(
         last_missed_time=latest_missed or last_missed_time,
         recent_missed_runs=merged,
     )
+
+
+def temporal_requeue(
+    next_runs: list[datetime], jitter: timedelta, now: datetime, resync: float
+) -> float:
+    """Seconds until the next look at a Temporal schedule: the resync period, unless that
+    look would fall between the next slot and its settling (SETTLE and the jitter after
+    it). Such a look sees the slot's action but cannot judge the slot yet, so a frequent
+    schedule would be written twice per slot; it waits for the settling instead."""
+    if not next_runs:
+        return resync
+    due = now + timedelta(seconds=resync)
+    settles = next_runs[0] + SETTLE + jitter
+    if next_runs[0] <= due < settles:
+        return (settles - now).total_seconds() + 1
+    return resync
