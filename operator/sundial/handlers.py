@@ -33,7 +33,7 @@ from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend
-from sundial.watchcache import WatchCache, object_key
+from sundial.watchcache import WatchCache, changed_by_someone, object_key
 from sundial.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -59,9 +59,12 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
     if type == "DELETED":
         key = object_key(dict(body))
         cache.remove_scheduledjob(key, body.get("metadata", {}).get("resourceVersion"))
-    else:
-        key = cache.put_scheduledjob(dict(body))
-    memo.queue.add(key)
+        memo.queue.add(key, urgent=True)
+        return
+    previous = cache.scheduledjob(object_key(dict(body)))
+    key = cache.put_scheduledjob(dict(body))
+    # Sundial's own status writes come back as events too: those wait their turn.
+    memo.queue.add(key, urgent=changed_by_someone(previous, dict(body)))
 
 
 def _owned_event(

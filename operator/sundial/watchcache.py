@@ -313,3 +313,16 @@ class WatchCache:
 
 def _number(version: str | None) -> int | None:
     return resource_version({"metadata": {"resourceVersion": version}})
+
+
+def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any]) -> bool:
+    """Whether a ScheduledJob event is news from outside: a new object, a spec change
+    (generation), or new annotations (requests, adoption) or deletion; not one of
+    Sundial's own status writes coming back, nor the finalizer it added."""
+    if previous is None:
+        return True
+    before, after = previous.get("metadata", {}), current.get("metadata", {})
+    return any(
+        before.get(field) != after.get(field)
+        for field in ("generation", "annotations", "deletionTimestamp", "labels")
+    )

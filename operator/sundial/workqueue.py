@@ -2,6 +2,8 @@
 ScheduledJob instead of a timer per object.
 
 - A key is queued at most once; a key added while it is being reconciled runs again after.
+- A key whose object changed goes first (`urgent`): a new or edited ScheduledJob does not
+  wait behind the wake-ups of a busy minute boundary.
 - `add_after` wakes a key at a given time (the next slot, a retry), keeping the earliest.
 - Failures back off per key, exponentially, capped, and reset on success, so nothing loops hot.
 """
@@ -13,6 +15,7 @@ import contextlib
 import heapq
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -41,7 +44,11 @@ class WorkQueue(Generic[K]):
         self._clock = clock
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
-        self._ready: asyncio.Queue[K] = asyncio.Queue()
+        # Two lanes: keys whose object just changed (a watch event of the ScheduledJob
+        # itself) go before wake-ups and owned-object events; `_items` counts both.
+        self._urgent: deque[K] = deque()
+        self._ready: deque[K] = deque()
+        self._items = asyncio.Semaphore(0)
         self._queued: set[K] = set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
@@ -51,13 +58,20 @@ class WorkQueue(Generic[K]):
         self._sequence = 0
         self._wakeup = asyncio.Event()
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Queue a key once; `urgent` (its object changed) puts it before the wake-ups
+        already waiting, moving it up if it is one of them."""
         if key in self._processing:
             self._dirty.add(key)
             return
-        if key not in self._queued:
-            self._queued.add(key)
-            self._ready.put_nowait(key)
+        if key in self._queued:
+            if urgent and key not in self._urgent:
+                self._ready.remove(key)
+                self._urgent.append(key)
+            return
+        self._queued.add(key)
+        (self._urgent if urgent else self._ready).append(key)
+        self._items.release()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -99,7 +113,8 @@ class WorkQueue(Generic[K]):
     async def run_worker(self, reconcile: Callable[[K], Awaitable[float | None]]) -> None:
         """Reconciles keys one at a time; several workers share one queue."""
         while True:
-            key = await self._ready.get()
+            await self._items.acquire()
+            key = (self._urgent or self._ready).popleft()
             self._queued.discard(key)
             self._processing.add(key)
             try:

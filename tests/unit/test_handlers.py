@@ -23,9 +23,9 @@ class RecordingQueue(WorkQueue[Key]):
         super().__init__()
         self.threads: list[int] = []
 
-    def add(self, key: Key) -> None:
+    def add(self, key: Key, *, urgent: bool = False) -> None:
         self.threads.append(threading.get_ident())
-        super().add(key)
+        super().add(key, urgent=urgent)
 
     def add_after(self, key: Key, delay: float) -> None:
         self.threads.append(threading.get_ident())

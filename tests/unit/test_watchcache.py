@@ -168,3 +168,18 @@ def test_deleted_cronjobs_and_jobs_are_not_brought_back_by_an_older_listing() ->
     cache.remove_job({**made, "metadata": {**made["metadata"], "resourceVersion": "31"}})
     cache.put_job(made)
     assert cache.jobs(OWNER) == []
+
+
+def test_only_news_from_outside_counts_as_a_change() -> None:
+    """Sundial's own status write comes back as a watch event: it is not urgent; a spec
+    edit, a request annotation or a deletion is."""
+    from sundial.watchcache import changed_by_someone
+
+    before = {"metadata": {"generation": 1, "resourceVersion": "5"}, "status": {"x": 1}}
+    status_written = {"metadata": {"generation": 1, "resourceVersion": "6"}, "status": {"x": 2}}
+    edited = {"metadata": {"generation": 2, "resourceVersion": "7"}}
+    requested = {"metadata": {"generation": 1, "annotations": {"sundial.dev/run-now": "a"}}}
+    assert changed_by_someone(None, before)
+    assert not changed_by_someone(before, status_written)
+    assert changed_by_someone(before, edited)
+    assert changed_by_someone(before, requested)
