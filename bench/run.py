@@ -343,6 +343,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             e["objectRef"]["name"] for e in events
             if e.get("userAgent", "").startswith(OPERATOR_AGENTS)
             and e["verb"] not in ("get", "list", "watch")
+            and e["objectRef"].get("resource") in ("scheduledjobs", "cronjobs")
             and e["objectRef"].get("name") not in recent | {"after-restart"}
         })  # fmt: skip
         result |= {

@@ -108,6 +108,21 @@ def test_deadline_makes_a_slot_certain_before_the_next_one() -> None:
     assert reasons(result) == [(at(1), "DeadlineExceeded")]
 
 
+def test_a_skip_the_cache_shows_needs_no_look_beyond_it() -> None:
+    """The Job the cache shows running across the slot is positive evidence of the skip,
+    not an absence to confirm: no LIST of Jobs and Events per skipped slot (issue 11: two
+    LISTs a minute for every minute schedule whose run outlasts its period)."""
+    stuck = job(at(1), finished_after=None)
+    ev = evidence([stuck], confirmed=False)
+    result = judge(spec(concurrencyPolicy="Forbid"), ev, at(3) + SETTLE)
+    assert not result.needs_confirmation
+    assert reasons(result) == [(at(2), "OverlapSkipped")]
+    # A slot with nothing running across it still waits for the look.
+    done = job(at(1))
+    assert judge(spec(concurrencyPolicy="Forbid"), evidence([done], confirmed=False),
+                 at(3) + SETTLE).needs_confirmation  # fmt: skip
+
+
 def test_long_deadline_still_reports_a_dropped_slot_as_controller_down() -> None:
     job_spec = spec(startingDeadlineSeconds=3600)
     result = judge(job_spec, evidence([job(at(3), late=30)]), at(3.5))

@@ -160,14 +160,17 @@ def judge_kubernetes(
         if now < certain_at + SETTLE:
             judgement.recheck_at = certain_at + SETTLE
             break
-        if not evidence.confirmed:
+        # A run the cache shows going across the slot, under Forbid, is evidence of the
+        # skip itself; only an absence (a miss) needs the look beyond the cache.
+        skipped = spec.concurrency_policy == "Forbid" and any(
+            job.active_at(slot) for job in evidence.jobs
+        )
+        if not skipped and not evidence.confirmed:
             judgement.needs_confirmation = True
             break
         watermark = slot
         reason: MissReason
-        if spec.concurrency_policy == "Forbid" and any(
-            job.active_at(slot) for job in evidence.jobs
-        ):
+        if skipped:
             reason = "OverlapSkipped"
         elif _unverifiable(slot, evidence):
             reason = "Unknown"
