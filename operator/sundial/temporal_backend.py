@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
@@ -32,7 +32,7 @@ from sundial.planning.missed import (
     timetable_hash,
 )
 from sundial.planning.runs import limits, run_history
-from sundial.planning.schedule import Timetable, both_days_restricted, parse_duration
+from sundial.planning.schedule import Timetable, both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
@@ -155,9 +155,8 @@ class TemporalBackend:
             now=now,
             notes=notes,
         )
-        jitter = parse_duration(sj.spec.jitter) if sj.spec.jitter else timedelta(0)
         requeue = temporal_requeue(
-            status.next_run_times, jitter, now, self.config.temporal_resync_seconds
+            status.next_run_times, jitter(sj.spec), now, self.config.temporal_resync_seconds
         )
         if history.wake_at is not None:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
@@ -369,7 +368,7 @@ class TemporalBackend:
             recent_scheduled=[a.scheduled_at for a in info.recent_actions],
             recent_started=[a.started_at for a in info.recent_actions],
             paused=description.schedule.state.paused,
-            jitter=parse_duration(sj.spec.jitter) if sj.spec.jitter else timedelta(0),
+            jitter=jitter(sj.spec),
         )
         return judge_temporal(table, accounting, evidence, now)
 

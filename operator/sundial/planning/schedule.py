@@ -89,6 +89,11 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
 
 
+def jitter(spec: ScheduledJobSpec) -> timedelta:
+    """How late Temporal may start a slot on purpose (spec.jitter; none by default)."""
+    return parse_duration(spec.jitter) if spec.jitter else timedelta(0)
+
+
 def time_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
