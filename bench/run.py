@@ -34,6 +34,7 @@ sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
 
 from observe import (  # noqa: E402
     OPERATOR_AGENTS,
+    READS,
     AuditLog,
     Process,
     ScheduledJobWatch,
@@ -114,14 +115,6 @@ def lag_buckets(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float]) ->
     }
 
 
-def long_kubectl(kubectl: Kubectl, *args: str, stdin: str | None = None) -> None:
-    """kubectl without the test helper's 60 s limit: thousands of objects take longer."""
-    subprocess.run(
-        [str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", *args],
-        input=stdin, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-
-
 def wait_for(what: str, check: object, timeout: float, every: float = 1.0) -> float:
     began = time.monotonic()
     while not check():  # type: ignore[operator]
@@ -174,19 +167,19 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         # 1. the floor, then cleared away before Sundial starts
         began = time.monotonic()
         floor_docs = as_list([cronjob(i, FLOOR_NAMESPACE) for i in k_items])
-        long_kubectl(kubectl, "create", "-f", "-", stdin=json.dumps(floor_docs))
+        kubectl.run("create", "-f", "-", stdin=json.dumps(floor_docs), timeout=None)
         floor_k = time.monotonic() - began
         floor_t = asyncio.run(temporal_floor(stack.temporal_address, t_items)) if t_items else 0.0
         # What the apiserver alone takes to store the ScheduledJobs (a CRD, CEL rules).
         began = time.monotonic()
         crd_docs = as_list([scheduledjob(i, FLOOR_NAMESPACE) for i in items])
-        long_kubectl(kubectl, "create", "-f", "-", stdin=json.dumps(crd_docs))
+        kubectl.run("create", "-f", "-", stdin=json.dumps(crd_docs), timeout=None)
         floor_crd = time.monotonic() - began
         result["floor_scheduledjobs_s"] = floor_crd
         # One DELETE of each collection (kubectl delete --all sends one per object).
         for path in (f"/apis/sundial.dev/v1alpha1/namespaces/{FLOOR_NAMESPACE}/scheduledjobs",
                      f"/apis/batch/v1/namespaces/{FLOOR_NAMESPACE}/cronjobs"):  # fmt: skip
-            long_kubectl(kubectl, "delete", "--raw", path)
+            kubectl.run("delete", "--raw", path, timeout=None)
         if t_items:
             asyncio.run(temporal_floor(stack.temporal_address, t_items, delete=True))
         log(
@@ -208,7 +201,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
 
         began = time.monotonic()
         docs = as_list([scheduledjob(i, NAMESPACE) for i in items])
-        long_kubectl(kubectl, "create", "-f", "-", stdin=json.dumps(docs))
+        kubectl.run("create", "-f", "-", stdin=json.dumps(docs), timeout=None)
         created = time.monotonic() - began
         wait_for("all Ready", lambda: watch.ready() >= size, 3600, every=0.5)
         apply_to_ready = time.monotonic() - began
@@ -342,7 +335,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         churn = sorted({
             e["objectRef"]["name"] for e in events
             if e.get("userAgent", "").startswith(OPERATOR_AGENTS)
-            and e["verb"] not in ("get", "list", "watch")
+            and e["verb"] not in READS
             and e["objectRef"].get("resource") in ("scheduledjobs", "cronjobs")
             and e["objectRef"].get("name") not in recent | {"after-restart"}
         })  # fmt: skip

@@ -93,14 +93,14 @@ class Kubectl:
         self.kubeconfig = kubeconfig
 
     def run(
-        self, *args: str, stdin: str | None = None, check: bool = True
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float | None = 60
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
