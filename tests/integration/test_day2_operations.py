@@ -78,6 +78,18 @@ def last_hours(count: int) -> tuple[datetime, datetime, list[datetime]]:
 
 
 @pytest.mark.timeout(600)
+def backfill_over_the_cap(kubectl: Kubectl, namespace: str, end: datetime) -> dict[str, Any]:
+    """A 200-hour backfill of `hourly` written by hand (past the plugin's own check): the
+    operator's entry for it, which must say Refused."""
+    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
+                f"sundial.dev/backfill=huge;{iso(end - timedelta(hours=200))};"
+                f"{iso(end)}")  # fmt: skip
+    refused = eventually(lambda: entry(kubectl, "hourly", namespace, "Backfill", "huge"),
+                         what="huge refused")  # fmt: skip
+    assert refused["outcome"] == "Refused", refused
+    return refused
+
+
 def test_run_now_and_backfill_on_kubernetes_each_once(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -129,12 +141,7 @@ def test_run_now_and_backfill_on_kubernetes_each_once(
                   iso(end - timedelta(hours=200)), "--to", iso(end))  # fmt: skip
     assert over.returncode == 1
     assert "split it" in over.stderr, over.stderr
-    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
-                f"sundial.dev/backfill=huge;{iso(end - timedelta(hours=200))};"
-                f"{iso(end)}")  # fmt: skip
-    refused = eventually(lambda: entry(kubectl, "hourly", namespace, "Backfill", "huge"),
-                         what="huge refused")  # fmt: skip
-    assert refused["outcome"] == "Refused", refused
+    refused = backfill_over_the_cap(kubectl, namespace, end)
     assert "split it" in refused["message"], refused
     assert requested_jobs(kubectl, namespace, "hourly", "Backfill/huge") == []
     reasons = [e["reason"] for e in kubectl.events(namespace, involvedObject_name="hourly")]
@@ -278,12 +285,7 @@ def test_run_now_backfill_and_a_suspend_note_on_temporal(
     assert sorted(parse_time(r["scheduledTime"]) for r in runs) == slots
     assert all("late" not in r for r in runs), runs
     # Over the cap, written by hand: refused, and Temporal is asked for nothing.
-    kubectl.run("annotate", "--overwrite", "scheduledjob", "hourly", "-n", namespace,
-                f"sundial.dev/backfill=huge;{iso(end - timedelta(hours=200))};"
-                f"{iso(end)}")  # fmt: skip
-    refused = eventually(lambda: entry(kubectl, "hourly", namespace, "Backfill", "huge"),
-                         what="huge refused")  # fmt: skip
-    assert refused["outcome"] == "Refused", refused
+    backfill_over_the_cap(kubectl, namespace, end)
     assert len(actions()) == 6, "an over-the-cap backfill started runs"
     # status and list read the temporal object the same way.
     shown = plugin(kubectl, namespace, "status", "hourly")
