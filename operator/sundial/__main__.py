@@ -1,12 +1,28 @@
-"""`python -m sundial` / `sundial`: run the operator in the foreground."""
+"""`python -m sundial` / `sundial`: run the operator in the foreground.
+
+With leader election on, the replica first waits to lead, then runs kopf; losing the Lease
+stops kopf at once and exits non-zero, so the kubelet restarts the Pod as a fresh standby
+(as controller-runtime's managers do). SIGTERM stops kopf, lets the passes in flight
+finish, releases the Lease and exits 0.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
+import sys
+from typing import Any
 
 import kopf
 
 from sundial.config import OperatorConfig
+from sundial.health import Health
+from sundial.kube import LeaseClient, load_api_client
+from sundial.leader import LeaderElector, default_identity
+
+log = logging.getLogger("sundial")
 
 
 def main() -> None:
@@ -16,13 +32,64 @@ def main() -> None:
     )
     import sundial.handlers  # noqa: F401 - registers the kopf handlers
 
-    kopf.run(
-        standalone=True,
-        clusterwide=not config.namespaces,
-        namespaces=config.namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
+    sys.exit(asyncio.run(serve(config)))
+
+
+def _elector(config: OperatorConfig) -> LeaderElector:
+    return LeaderElector(
+        leases=LeaseClient(
+            load_api_client(config.kubeconfig), timeout=config.lease_duration_seconds / 3
+        ),
+        namespace=config.leader_election_namespace or config.cluster_resource_namespace,
+        name=config.leader_election_lease,
+        identity=config.pod_name or default_identity(),
+        lease_duration=config.lease_duration_seconds,
     )
 
 
-if __name__ == "__main__":
-    main()
+async def serve(config: OperatorConfig) -> int:
+    health = Health(elector=_elector(config) if config.leader_election else None)
+    runner = await health.serve(config.health_port) if config.health_port else None
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        if health.elector is not None and not await health.elector.acquire(stopping):
+            return 0
+        return await run_kopf(config, health, stopping)
+    finally:
+        if health.elector is not None:
+            await health.elector.release()
+            health.elector.leases.close()
+        if runner is not None:
+            await runner.cleanup()
+
+
+async def run_kopf(config: OperatorConfig, health: Health, stopping: asyncio.Event) -> int:
+    """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
+    stop_flag = asyncio.Event()
+    memo = kopf.Memo(health=health, abandon=False)
+    operator = asyncio.create_task(
+        kopf.operator(
+            standalone=True,
+            clusterwide=not config.namespaces,
+            namespaces=config.namespaces,
+            stop_flag=stop_flag,
+            memo=memo,
+        )
+    )
+    waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
+    if health.elector is not None:
+        waits.append(asyncio.create_task(health.elector.hold()))
+    done, _ = await asyncio.wait([operator, *waits], return_when=asyncio.FIRST_COMPLETED)
+    lost = health.elector is not None and waits[-1] in done
+    # A replica that lost the Lease must stop writing before the standby starts: no
+    # grace for the passes in flight (the standby runs them again).
+    memo.abandon = lost
+    stop_flag.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await operator
+    for wait in waits:
+        wait.cancel()
+    return 1 if lost else 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from sundial.planning.selector import parse_selector
 
 ENV_PREFIX = "SUNDIAL_"
 
@@ -18,7 +20,9 @@ class OperatorConfig(BaseModel):
     )
     workers: int = Field(default=4, ge=1, le=64, description="Concurrent reconciles.")
     log_level: str = "INFO"
-    health_port: int = Field(default=8080, description="/healthz for the liveness probe.")
+    health_port: int = Field(
+        default=8080, description="/healthz (liveness) and /readyz (readiness); 0: off."
+    )
     metrics_port: int = Field(default=9090, ge=0, description="/metrics; 0 turns it off.")
     default_connection: str = Field(
         default="default",
@@ -55,6 +59,45 @@ class OperatorConfig(BaseModel):
     temporal_requests_per_second: float = Field(
         default=20.0, gt=0, description="Ceiling on the operator's request rate to Temporal."
     )
+    label_selector: str = Field(
+        default="",
+        description="Only ScheduledJobs with these labels (k=v, k!=v, k, !k; comma: and): "
+        "several operators split one cluster by it, each with its own selector.",
+    )
+    leader_election: bool = Field(
+        default=False,
+        description="Lead through a Lease before reconciling, so only one of several "
+        "replicas acts at a time; the Deployment turns it on.",
+    )
+    leader_election_namespace: str | None = Field(
+        default=None,
+        description="Where the Lease lives; default: cluster_resource_namespace (the "
+        "operator's own namespace).",
+    )
+    leader_election_lease: str = Field(default="sundial-leader", min_length=1)
+    lease_duration_seconds: int = Field(
+        default=15,
+        ge=2,
+        description="How long a standby waits after the leader's last renewal before it "
+        "takes over (client-go's default); the leader gives up after two thirds of it.",
+    )
+    pod_name: str | None = Field(
+        default=None,
+        description="This replica's name in the Lease (the downward API's metadata.name); "
+        "default: the host name and a random suffix.",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        description="On SIGTERM, how long passes already running may take to finish; keep "
+        "it under the Pod's terminationGracePeriodSeconds.",
+    )
+
+    @field_validator("label_selector")
+    @classmethod
+    def _selector_parses(cls, value: str) -> str:
+        parse_selector(value)  # a bad selector stops the operator at start, saying why
+        return value
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:

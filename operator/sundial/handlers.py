@@ -30,6 +30,7 @@ from sundial.kube import KubeClient, load_api_client
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
+from sundial.planning.selector import LabelSelector, parse_selector
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend
@@ -62,6 +63,14 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
         memo.queue.add(key, urgent=True)
         return
     previous = cache.scheduledjob(object_key(dict(body)))
+    if not memo.selector.matches(body.get("metadata", {}).get("labels")):
+        # Another operator's share (SUNDIAL_LABEL_SELECTOR); one that just left this
+        # share is forgotten here as if deleted.
+        if previous is not None:
+            key = object_key(dict(body))
+            cache.remove_scheduledjob(key, None)
+            memo.queue.add(key, urgent=True)
+        return
     key = cache.put_scheduledjob(dict(body))
     # Sundial's own status writes come back as events too: those wait their turn.
     memo.queue.add(key, urgent=changed_by_someone(previous, dict(body)))
@@ -75,7 +84,7 @@ def _owned_event(
     remove: Callable[[dict[str, Any]], Key | None],
 ) -> None:
     owner = remove(dict(body)) if type_ == "DELETED" else put(dict(body))
-    if owner is not None:
+    if owner is not None and memo.cache.scheduledjob(owner) is not None:
         memo.queue.add_after(owner, OWNED_EVENTS_FOLDED)
 
 
@@ -89,10 +98,14 @@ async def job_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any
     _owned_event(type, body, memo, memo.cache.put_job, memo.cache.remove_job)
 
 
-async def relist(kube: KubeClient, cache: WatchCache, namespaces: list[str]) -> list[Key]:
+async def relist(
+    kube: KubeClient, cache: WatchCache, namespaces: list[str], share: LabelSelector
+) -> list[Key]:
     """Fill the cache from full listings, and drop what they lack; returns keys to look at."""
     touched: list[Key] = []
     for kind, selector in LISTINGS:
+        if kind == "scheduledjobs":
+            selector = share.text or None
         started = time.monotonic()
         items = await kube.list_all(kind, namespaces, selector)
         listed: set[Key] = set()
@@ -111,12 +124,16 @@ async def relist(kube: KubeClient, cache: WatchCache, namespaces: list[str]) -> 
 
 
 async def keep_relisting(
-    kube: KubeClient, cache: WatchCache, queue: WorkQueue[Key], namespaces: list[str]
+    kube: KubeClient,
+    cache: WatchCache,
+    queue: WorkQueue[Key],
+    namespaces: list[str],
+    share: LabelSelector,
 ) -> None:
     while True:
         await asyncio.sleep(RELIST_SECONDS)
         try:
-            for key in await relist(kube, cache, namespaces):
+            for key in await relist(kube, cache, namespaces, share):
                 queue.add(key)
         except Exception as error:
             log.warning("re-listing failed, will try again: %s", error)
@@ -133,13 +150,16 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     memo.cache = cache = WatchCache()
+    memo.selector = parse_selector(config.label_selector)
     memo.queue = queue = WorkQueue[Key](max_backoff=60.0)
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".
     began = time.monotonic()
-    await relist(kube, cache, config.namespaces)
+    await relist(kube, cache, config.namespaces, memo.selector)
     log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
              len(cache.scheduledjob_keys()))  # fmt: skip
+    if "health" in memo:
+        memo.health.cache_filled = True
     for key in cache.scheduledjob_keys():
         queue.add(key)
 
@@ -170,19 +190,31 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             connections=connections,
         ),
     )
+    memo.grace = config.shutdown_grace_seconds
+    memo.workers = [
+        asyncio.create_task(queue.run_worker(metrics.measured(reconciler)), name=f"worker-{i}")
+        for i in range(config.workers)
+    ]
     memo.tasks = [
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
-        asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces)),
+        asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
-        *(
-            asyncio.create_task(queue.run_worker(metrics.measured(reconciler)), name=f"worker-{i}")
-            for i in range(config.workers)
-        ),
     ]
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    for task in memo.get("tasks", []):
+    """The passes in flight finish (within the grace), unless leadership was lost: then
+    nothing more may be written, and the new leader runs them again."""
+    workers: list[asyncio.Task[None]] = memo.get("workers", [])
+    if workers and not memo.get("abandon"):
+        memo.queue.close()
+        _finished, still_running = await asyncio.wait(workers, timeout=memo.grace)
+        if still_running:
+            log.warning(
+                "%d passes still running after %.0fs are cancelled", len(still_running), memo.grace
+            )
+    tasks = [*workers, *memo.get("tasks", [])]
+    for task in tasks:
         task.cancel()
-    await asyncio.gather(*memo.get("tasks", []), return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from importlib import metadata
 from typing import Any, cast
 
@@ -22,7 +24,7 @@ FIELD_MANAGER = "sundial"
 USER_AGENT = f"sundial/{metadata.version('sundial')}"
 LIST_PAGE = 500
 
-__all__ = ["ApiException", "KubeClient", "is_invalid", "is_not_found"]
+__all__ = ["ApiException", "KubeClient", "LeaseClient", "is_invalid", "is_not_found"]
 
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -312,3 +314,43 @@ class KubeClient:
             namespace,
             {"count": count, "lastTimestamp": last_timestamp.isoformat()},
         )
+
+
+class LeaseClient:
+    """The leader election's Lease, on a connection and a thread of its own: renewals
+    never queue behind the reconcile workers' calls, whatever the load."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
+        self._api = client.CoordinationV1Api(api_client)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sundial-lease")
+        self._timeout = timeout
+
+    async def _call(self, method: Any, *args: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        call = partial(method, *args, _preload_content=False, _request_timeout=self._timeout)
+        return _json(await loop.run_in_executor(self._executor, call))
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._call(self._api.read_namespaced_lease, name, namespace)
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+
+    async def create(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        return await self._call(self._api.create_namespaced_lease, namespace, body)
+
+    async def replace(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        """Fails with 409 when someone wrote the Lease since it was read: its
+        resourceVersion is the lock."""
+        meta = lease["metadata"]
+        body = {"metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                             "resourceVersion": meta["resourceVersion"]}, "spec": spec}  # fmt: skip
+        return await self._call(
+            self._api.replace_namespaced_lease, meta["name"], meta["namespace"], body
+        )
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

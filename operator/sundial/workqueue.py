@@ -6,6 +6,7 @@ ScheduledJob instead of a timer per object.
   wait behind the wake-ups of a busy minute boundary.
 - `add_after` wakes a key at a given time (the next slot, a retry), keeping the earliest.
 - Failures back off per key, exponentially, capped, and reset on success, so nothing loops hot.
+- `close` lets each worker finish the pass it is in and take no other (a graceful stop).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._sequence = 0
         self._wakeup = asyncio.Event()
+        self._closed = False
+        self._workers = 0
 
     def add(self, key: K, *, urgent: bool = False) -> None:
         """Queue a key once; `urgent` (its object changed) puts it before the wake-ups
@@ -110,10 +113,19 @@ class WorkQueue(Generic[K]):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
 
+    def close(self) -> None:
+        """Workers return once the pass each is in ends; idle ones return at once."""
+        self._closed = True
+        for _ in range(self._workers):
+            self._items.release()
+
     async def run_worker(self, reconcile: Callable[[K], Awaitable[float | None]]) -> None:
         """Reconciles keys one at a time; several workers share one queue."""
-        while True:
+        self._workers += 1
+        while not self._closed:
             await self._items.acquire()
+            if self._closed:
+                return
             key = (self._urgent or self._ready).popleft()
             self._queued.discard(key)
             self._processing.add(key)

@@ -12,6 +12,7 @@ from kopf._core.actions.invocation import invoke
 
 import sundial.handlers  # noqa: F401  (registers the handlers)
 from sundial.backend import Key
+from sundial.planning.selector import parse_selector
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
 
@@ -40,12 +41,27 @@ def _body(name: str) -> dict[str, Any]:
                          "creationTimestamp": "2026-12-02T10:01:02Z"}}  # fmt: skip
 
 
+def _memo(queue: WorkQueue[Key], selector: str = "") -> kopf.Memo:
+    """What the start-up handler leaves in the memo, with ScheduledJob shop/invoices cached."""
+    cache = WatchCache()
+    metadata = {"name": "invoices", "namespace": "shop", "resourceVersion": "3"}
+    cache.put_scheduledjob({"metadata": {**metadata, "labels": {"team": "a"}}})
+    return kopf.Memo(cache=cache, queue=queue, selector=parse_selector(selector))
+
+
+def _handler(name: str) -> Any:
+    return next(
+        h for h in kopf.get_default_registry()._watching.get_all_handlers()
+        if h.fn.__name__ == name
+    )  # fmt: skip
+
+
 def test_every_registered_event_handler_runs_on_the_event_loop_thread() -> None:
     handlers = kopf.get_default_registry()._watching.get_all_handlers()
     assert len(handlers) == 3  # ScheduledJobs, CronJobs, Jobs
 
     async def scenario() -> tuple[int, list[int]]:
-        memo = kopf.Memo(cache=WatchCache(), queue=RecordingQueue())
+        memo = _memo(RecordingQueue())
         settings = kopf.OperatorSettings()
         for handler in handlers:
             for type_ in ("ADDED", "MODIFIED", "DELETED"):
@@ -71,7 +87,7 @@ def test_a_burst_of_events_from_owned_objects_is_one_pass() -> None:
 
     async def scenario() -> list[float]:
         queue: WorkQueue[Key] = WorkQueue()
-        memo = kopf.Memo(cache=WatchCache(), queue=queue)
+        memo = _memo(queue)
         passes: list[float] = []
         began = asyncio.get_running_loop().time()
 
@@ -94,3 +110,48 @@ def test_a_burst_of_events_from_owned_objects_is_one_pass() -> None:
 
     passes = asyncio.run(scenario())
     assert len(passes) == 1, passes
+
+
+def _event(handler: Any, memo: kopf.Memo, type_: str, body: dict[str, Any]) -> Any:
+    return invoke(handler.fn, settings=kopf.OperatorSettings(),
+                  kwargs={"type": type_, "body": kopf.Body(body), "memo": memo,
+                          "event": {"type": type_, "object": body}})  # fmt: skip
+
+
+def test_scheduledjobs_outside_the_operators_share_are_neither_cached_nor_queued() -> None:
+    async def scenario() -> tuple[WatchCache, WorkQueue[Key]]:
+        memo = _memo(RecordingQueue(), selector="team=a")
+        other = {"metadata": {"name": "reports", "namespace": "shop",
+                              "resourceVersion": "4", "labels": {"team": "b"}}}  # fmt: skip
+        await _event(_handler("scheduledjob_event"), memo, "ADDED", other)
+        return memo.cache, memo.queue
+
+    cache, queue = asyncio.run(scenario())
+    assert cache.scheduledjob(("shop", "reports")) is None
+    assert queue.threads == []
+
+
+def test_a_scheduledjob_that_leaves_the_share_is_forgotten() -> None:
+    async def scenario() -> tuple[WatchCache, RecordingQueue]:
+        queue = RecordingQueue()
+        memo = _memo(queue, selector="team=a")
+        moved = {"metadata": {"name": "invoices", "namespace": "shop",
+                              "resourceVersion": "5", "labels": {"team": "b"}}}  # fmt: skip
+        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", moved)
+        return memo.cache, queue
+
+    cache, queue = asyncio.run(scenario())
+    assert cache.scheduledjob(("shop", "invoices")) is None
+    assert len(queue.threads) == 1  # one pass, which forgets it
+
+
+def test_owned_objects_of_scheduledjobs_not_served_here_queue_nothing() -> None:
+    async def scenario() -> RecordingQueue:
+        queue = RecordingQueue()
+        memo = _memo(queue)
+        body = _body("reports-1")
+        body["metadata"]["labels"] = {**LABELS, "sundial.dev/scheduledjob": "reports"}
+        await _event(_handler("job_event"), memo, "ADDED", body)
+        return queue
+
+    assert asyncio.run(scenario()).threads == []

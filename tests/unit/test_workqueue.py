@@ -149,3 +149,44 @@ def test_a_changed_object_goes_before_the_wake_ups_already_waiting() -> None:
     assert seen[:2] == ["due-7", "edited"]
     assert sorted(seen) == sorted({*seen}), "no key reconciled twice"
     assert len(seen) == 101
+
+
+def test_close_lets_the_pass_in_flight_finish_and_starts_no_other() -> None:
+    async def scenario() -> tuple[list[str], bool]:
+        queue: WorkQueue[str] = WorkQueue()
+        finished: list[str] = []
+        started = asyncio.Event()
+
+        async def reconcile(key: str) -> None:
+            started.set()
+            await asyncio.sleep(0.05)
+            finished.append(key)
+
+        queue.add("a")
+        queue.add("b")
+        busy = asyncio.create_task(queue.run_worker(reconcile))
+        idle = asyncio.create_task(WorkQueue[str]().run_worker(reconcile))
+        await started.wait()
+        queue.close()
+        await asyncio.wait_for(busy, 1.0)
+        idle.cancel()
+        return finished, busy.done()
+
+    finished, returned = asyncio.run(scenario())
+    assert finished == ["a"]
+    assert returned
+
+
+def test_close_wakes_idle_workers() -> None:
+    async def scenario() -> None:
+        queue: WorkQueue[str] = WorkQueue()
+
+        async def reconcile(key: str) -> None:
+            raise AssertionError(key)
+
+        workers = [asyncio.create_task(queue.run_worker(reconcile)) for _ in range(3)]
+        await asyncio.sleep(0)
+        queue.close()
+        await asyncio.wait_for(asyncio.gather(*workers), 1.0)
+
+    asyncio.run(scenario())
