@@ -1,3 +1,4 @@
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -9,7 +10,14 @@ from localstack import LocalStack, host
 def stack() -> Iterator[LocalStack]:
     """One real cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a
     node: containerd, kubelet, kube-proxy) + Temporal per test run."""
-    with LocalStack() as local_stack:
+    local_stack = LocalStack()
+    # Who wrote which ScheduledJob, CronJob, Job and Lease (tests that need to tell two
+    # operator replicas apart read it; support.AuditLog).
+    audit_log = local_stack.log_dir / "audit.log"
+    audit_log.unlink(missing_ok=True)
+    os.environ["SUNDIAL_APISERVER_AUDIT_LOG"] = str(audit_log)
+    os.environ["SUNDIAL_APISERVER_AUDIT_POLICY"] = "writes"
+    with local_stack:
         yield local_stack
     if local_stack.with_node:
         # A clean stop leaves nothing of the node on the machine.
@@ -22,7 +30,15 @@ from localstack.sundial_setup import (  # noqa: E402
     CLUSTER_RESOURCE_NAMESPACE,
     default_connection_manifest,
 )
-from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, eventually, free_port  # noqa: E402
+from support import (  # noqa: E402
+    CRD_DIR,
+    CRD_NAMES,
+    SHARD_LABEL,
+    Kubectl,
+    OperatorProcess,
+    eventually,
+    free_port,
+)
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +66,9 @@ def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess
             "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
             "SUNDIAL_CONNECTION_REFRESH_SECONDS": "3",
             "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",
+            # ScheduledJobs labelled with a shard belong to the operators that the
+            # install and high-availability tests run themselves.
+            "SUNDIAL_LABEL_SELECTOR": f"!{SHARD_LABEL}",
         },
         stack.log_dir / "operator.log",
     )

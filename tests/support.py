@@ -308,3 +308,43 @@ def no_retry_job(image: str, script: str) -> dict[str, Any]:
         "template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "job", "image": image, "command": ["sh", "-c", script]}]}},
     }}}  # fmt: skip
+
+
+# ---- the operator as it is installed: its ServiceAccount, its manifests ------------------
+
+# ScheduledJobs with this label are served by the operators a test runs itself (their
+# SUNDIAL_LABEL_SELECTOR); the session's operator leaves them alone.
+SHARD_LABEL = "sundial.dev/shard"
+OPERATOR_NAMESPACE = "sundial-system"
+OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:sundial"
+
+
+def rendered(kubectl: Kubectl, directory: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize` of a manifests/ directory, as documents."""
+    text = kubectl.run("kustomize", str(directory)).stdout
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def service_account_kubeconfig(
+    kubectl: Kubectl, apiserver_url: str, ca_cert: Path, path: Path
+) -> Path:
+    """A kubeconfig with a token of the operator's ServiceAccount: what the Pod has."""
+    token = kubectl.run(
+        "create", "token", "sundial", "-n", OPERATOR_NAMESPACE, "--duration=2h"
+    ).stdout.strip()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sundial",
+        "clusters": [{"name": "local", "cluster": {
+            "server": apiserver_url, "certificate-authority": str(ca_cert)}}],
+        "users": [{"name": "sundial", "user": {"token": token}}],
+        "contexts": [{"name": "sundial", "context": {"cluster": "local", "user": "sundial"}}],
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def audit_events(path: Path) -> list[dict[str, Any]]:
+    """The apiserver's audit log (the stack's "writes" policy), oldest first."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

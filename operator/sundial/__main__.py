@@ -35,20 +35,22 @@ def main() -> None:
     sys.exit(asyncio.run(serve(config)))
 
 
-def _elector(config: OperatorConfig) -> LeaderElector:
+def _elector(config: OperatorConfig, identity: str) -> LeaderElector:
     return LeaderElector(
         leases=LeaseClient(
-            load_api_client(config.kubeconfig), timeout=config.lease_duration_seconds / 3
+            load_api_client(config.kubeconfig, identity),
+            timeout=config.lease_duration_seconds / 3,
         ),
         namespace=config.leader_election_namespace or config.cluster_resource_namespace,
         name=config.leader_election_lease,
-        identity=config.pod_name or default_identity(),
+        identity=identity,
         lease_duration=config.lease_duration_seconds,
     )
 
 
 async def serve(config: OperatorConfig) -> int:
-    health = Health(elector=_elector(config) if config.leader_election else None)
+    identity = config.pod_name or default_identity()
+    health = Health(elector=_elector(config, identity) if config.leader_election else None)
     runner = await health.serve(config.health_port) if config.health_port else None
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -57,7 +59,7 @@ async def serve(config: OperatorConfig) -> int:
     try:
         if health.elector is not None and not await health.elector.acquire(stopping):
             return 0
-        return await run_kopf(config, health, stopping)
+        return await run_kopf(config, health, stopping, identity)
     finally:
         if health.elector is not None:
             await health.elector.release()
@@ -66,10 +68,12 @@ async def serve(config: OperatorConfig) -> int:
             await runner.cleanup()
 
 
-async def run_kopf(config: OperatorConfig, health: Health, stopping: asyncio.Event) -> int:
+async def run_kopf(
+    config: OperatorConfig, health: Health, stopping: asyncio.Event, identity: str
+) -> int:
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
-    memo = kopf.Memo(health=health, abandon=False)
+    memo = kopf.Memo(health=health, identity=identity, abandon=False)
     operator = asyncio.create_task(
         kopf.operator(
             standalone=True,

@@ -145,7 +145,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Events come from EventRecorder, aggregated; kopf would post one per log line.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
-    kube = KubeClient(load_api_client(config.kubeconfig))
+    kube = KubeClient(load_api_client(config.kubeconfig, memo.get("identity")))
     metrics = Metrics()
     if config.metrics_port:
         metrics.serve(config.metrics_port)

@@ -27,10 +27,10 @@ LIST_PAGE = 500
 __all__ = ["ApiException", "KubeClient", "LeaseClient", "is_invalid", "is_not_found"]
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+def load_api_client(kubeconfig: str | None = None, replica: str | None = None) -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig. Its requests
-    say they are Sundial's (User-Agent), so the apiserver's audit log and its flow
-    control can tell them from everyone else's."""
+    say they are Sundial's (User-Agent), and which replica's, so the apiserver's audit
+    log and its flow control can tell them from everyone else's."""
     api_client: client.ApiClient | None = None
     if kubeconfig is None:
         try:
@@ -44,7 +44,7 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
             config_file=kubeconfig, client_configuration=configuration
         )
         api_client = client.ApiClient(configuration)
-    api_client.user_agent = USER_AGENT
+    api_client.user_agent = f"{USER_AGENT} ({replica})" if replica else USER_AGENT
     return api_client
 
 

@@ -50,6 +50,30 @@ def test_shorthand_renders_a_one_shot_job_with_the_cron_env() -> None:
     ]
 
 
+def test_shorthand_pods_get_the_restricted_fields_that_hold_for_any_image() -> None:
+    pod = cronjob_manifest(scheduledjob())["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def test_shorthand_security_contexts_are_laid_over_the_defaults() -> None:
+    job = {"image": "registry.example/billing:1.2",
+           "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+           "podSecurityContext": {"fsGroup": 2000}}  # fmt: skip
+    pod = cronjob_manifest(scheduledjob(job=job))["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 2000}
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 65534,
+    }
+
+
 def test_every_spec_field_is_mapped() -> None:
     manifest = cronjob_manifest(
         scheduledjob(

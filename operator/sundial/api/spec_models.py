@@ -137,6 +137,16 @@ class JobSpec(ApiModel):
             "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         },
     )
+    security_context: dict[str, Any] | None = _preserve_unknown(
+        "The container's core/v1 SecurityContext, over the defaults "
+        "allowPrivilegeEscalation: false and capabilities.drop: [ALL]. In a namespace that "
+        "enforces the restricted Pod Security Standard also set runAsNonRoot: true (and "
+        "runAsUser when the image's user is not numeric)."
+    )
+    pod_security_context: dict[str, Any] | None = _preserve_unknown(
+        "The pod's core/v1 PodSecurityContext, over the default seccompProfile "
+        "{type: RuntimeDefault}."
+    )
     parallelism: int | None = Field(default=None, ge=1, description="Pods run in parallel.")
     ttl_seconds_after_finished: int | None = Field(
         default=None,
@@ -165,6 +175,7 @@ class JobSpec(ApiModel):
                     "has(self.env) || has(self.envFrom) || has(self.resources) || "
                     "has(self.serviceAccountName) || has(self.nodeSelector) || "
                     "has(self.tolerations) || has(self.parallelism) || "
+                    "has(self.securityContext) || has(self.podSecurityContext) || "
                     "has(self.ttlSecondsAfterFinished) || has(self.cronJob))",
                     "job.template cannot be combined with shorthand fields "
                     "(command, args, env, ...): put them inside the template",
