@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries node-packages images unit integration bench \
-	clean stack
+.PHONY: run test lint fmt crds check-crds binaries node-packages images image lock unit \
+	integration bench clean stack
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -27,6 +27,41 @@ binaries: $(VENV)/.installed node-packages
 ## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
 images: $(VENV)/.installed node-packages
 	$(PY) hack/images.py build
+
+## make image: the operator image as a docker-archive tarball, built here (its path is printed;
+## docs/local-images.md). With IMAGE=registry/name:tag instead: the Dockerfile built with docker
+## (when its daemon answers) or buildah under that tag, ready to push; BASE=image@sha256:...
+## pins the base, CONTAINER_TOOL=docker|buildah picks the tool.
+image: $(VENV)/.installed
+	@if [ -z "$(IMAGE)" ]; then \
+		$(MAKE) --no-print-directory node-packages && $(PY) hack/images.py build operator; \
+		exit; \
+	fi; \
+	tool="$(CONTAINER_TOOL)"; \
+	if [ -z "$$tool" ]; then \
+		if command -v docker >/dev/null && docker info >/dev/null 2>&1; then tool=docker; \
+		elif command -v buildah >/dev/null; then tool=buildah; \
+		else echo "make image: IMAGE=... needs docker (its daemon running) or buildah" >&2; \
+			exit 1; fi; \
+	fi; \
+	case "$$tool" in docker) build="docker build";; buildah) build="buildah bud";; \
+		*) echo "make image: CONTAINER_TOOL is docker or buildah, not $$tool" >&2; exit 1;; esac; \
+	eval "set -- $$($(PY) hack/images.py build-args)"; \
+	if [ -n "$(BASE)" ]; then set -- "$$@" --build-arg "BASE=$(BASE)"; fi; \
+	echo $$build "$$@" -t "$(IMAGE)" .; \
+	$$build "$$@" -t "$(IMAGE)" .
+
+## make lock: requirements.lock (the image's runtime dependencies, from pyproject.toml) and
+## requirements-build.lock (its build backend), pinned with every file's hash, resolved for
+## bookworm's CPython 3.11 on linux x86_64; keeps pins still allowed (LOCK_ARGS=--upgrade: all
+## to the newest)
+LOCK_ARGS ?=
+LOCK := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_36 --custom-compile-command 'make lock' $(LOCK_ARGS)
+lock: $(VENV)/.installed
+	$(LOCK) --output-file requirements.lock pyproject.toml
+	$(PY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+		| $(LOCK) --output-file requirements-build.lock -
 
 ## make run: the operator on the embedded local stack (CLUSTER=existing: on your kubeconfig)
 run: $(VENV)/.installed
@@ -48,6 +83,7 @@ lint: $(VENV)/.installed check-crds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile examples/service/Dockerfile
 
 fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .

@@ -11,13 +11,15 @@ of everything it is built from, so a second call returns at once. The node impor
   module), from the mirror in the machine's apt sources.
 - example-service, operator: examples/service/Dockerfile and the repository's Dockerfile,
   built FROM python-base with buildah (buildah.py); the operator's wheels are downloaded on
-  the host first, since the build has no network.
+  the host first, from the hashed pins of requirements.lock and requirements-build.lock
+  (``make lock``), since the build has no network.
 
 Command line::
 
     python hack/images.py build [NAME ...] [--rebuild]  # one archive path per image (stdout)
     python hack/images.py list                           # NAME  REFERENCE  ARCHIVE-or-"-"
     python hack/images.py --list                         # the same
+    python hack/images.py build-args                     # the operator's label --build-args
 
 Library use (``hack`` on sys.path)::
 
@@ -298,11 +300,9 @@ def dockerfile_image(name: str, reference: str, recipe: DockerfileBuild) -> Imag
 # ---- the operator's wheels, fetched on the host: the build itself has no network --------------
 
 GLIBC_MINOR = 36  # bookworm's glibc 2.36: manylinux wheels up to manylinux_2_36 run on it
-
-
-def operator_requirements() -> list[str]:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    return [*pyproject["build-system"]["requires"], *pyproject["project"]["dependencies"]]
+# `make lock` writes both, pinned with hashes: the runtime dependencies of pyproject.toml, and
+# the build backend (its [build-system] requires) that `pip wheel .` needs in the build stage.
+LOCK_FILES = ("requirements.lock", "requirements-build.lock")
 
 
 def wheel_platforms() -> list[str]:
@@ -313,12 +313,20 @@ def wheel_platforms() -> list[str]:
     ]
 
 
+def lock_paths() -> list[Path]:
+    missing = [lock for lock in LOCK_FILES if not (REPO / lock).is_file()]
+    if missing:
+        raise BuildError(f"no {', '.join(missing)}: `make lock` writes them")
+    return [REPO / lock for lock in LOCK_FILES]
+
+
 def wheelhouse_inputs() -> list[str]:
-    return [f"python {PYTHON_BASE_VERSION}", *wheel_platforms(), *operator_requirements()]
+    locks = [f"{lock.name} {file_digest(lock)}" for lock in lock_paths()]
+    return [f"python {PYTHON_BASE_VERSION}", *wheel_platforms(), *locks]
 
 
 def wheelhouse() -> Path:
-    """Wheels of the operator's dependencies for python-base's Python, cached like images."""
+    """The wheels the lock files pin, for python-base's Python, hash-checked, cached like images."""
     key = hashlib.sha256("\n".join(wheelhouse_inputs()).encode()).hexdigest()[:20]
     wheels = cache_dir() / f"wheelhouse-{key}"
     with _locked("wheelhouse"):
@@ -327,12 +335,14 @@ def wheelhouse() -> Path:
         print(">> downloading the operator's wheels (pip download)", file=sys.stderr)
         partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".wheelhouse-"))
         version = PYTHON_BASE_VERSION.replace(".", "")
+        requirements = [f"--requirement={lock}" for lock in lock_paths()]
         run(
             [
-                sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-                f"--python-version={PYTHON_BASE_VERSION}", "--implementation=cp",
-                f"--abi=cp{version}", *(f"--platform={tag}" for tag in wheel_platforms()),
-                f"--dest={partial}", *operator_requirements(),
+                sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes",
+                "--no-deps", "--only-binary=:all:", f"--python-version={PYTHON_BASE_VERSION}",
+                "--implementation=cp", f"--abi=cp{version}",
+                *(f"--platform={tag}" for tag in wheel_platforms()), f"--dest={partial}",
+                *requirements,
             ],
             log=_fresh_log("wheelhouse"),
         )  # fmt: skip
@@ -346,11 +356,32 @@ def add_wheelhouse(context: Path) -> None:
     shutil.copytree(wheelhouse(), context / "wheelhouse", copy_function=os.link)
 
 
+def label_build_args() -> tuple[tuple[str, str], ...]:
+    """The operator Dockerfile's label arguments, from pyproject.toml (`make image` uses them too).
+
+    VERSION always; LICENSES and SOURCE only once pyproject.toml declares a license and a
+    Source (or Repository) URL, else the Dockerfile's defaults stay.
+    """
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    arguments = [("VERSION", str(project["version"]))]
+    license_ = project.get("license")
+    if isinstance(license_, dict):
+        license_ = license_.get("text")  # the older table form; its file form names no SPDX id
+    if license_:
+        arguments.append(("LICENSES", str(license_)))
+    urls = project.get("urls", {})
+    source = urls.get("Source") or urls.get("Repository")
+    if source:
+        arguments.append(("SOURCE", str(source)))
+    return tuple(arguments)
+
+
 EXAMPLE_SERVICE = DockerfileBuild(REPO / "examples" / "service", ("Dockerfile", "service"))
 OPERATOR = DockerfileBuild(
     REPO,
-    ("Dockerfile", ".dockerignore", "pyproject.toml", "operator"),
-    build_args=(("PIP_OPTIONS", "--no-index --find-links=wheelhouse"),),
+    ("Dockerfile", ".dockerignore", "pyproject.toml", *LOCK_FILES, "operator"),
+    # The wheelhouse is /src/wheelhouse in the build stage (WORKDIR /src, COPY . .).
+    build_args=(("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", "/src/wheelhouse"), *label_build_args()),
     extra=add_wheelhouse,
     extra_inputs=wheelhouse_inputs,
 )
@@ -449,12 +480,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_parser.add_argument("names", nargs="*", metavar="NAME", help=f"of {', '.join(IMAGES)}")
     build_parser.add_argument("--rebuild", action="store_true", help="ignore the cache")
     commands.add_parser("list", help="name, reference and cached archive (or -) of each image")
+    commands.add_parser(
+        "build-args", help="the operator Dockerfile's label --build-arg options, shell-quoted"
+    )
     args = parser.parse_args(argv)
     try:
         if args.list or args.command == "list":
             for name, image in IMAGES.items():
                 archive = archive_path(name)
                 print(f"{name}\t{image.reference}\t{archive if archive.exists() else '-'}")
+            return 0
+        if args.command == "build-args":
+            print(shlex.join(f"--build-arg={name}={value}" for name, value in label_build_args()))
             return 0
         if args.command != "build":
             parser.print_usage(sys.stderr)

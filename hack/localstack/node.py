@@ -116,6 +116,14 @@ class Node:
             for name, archive in self._archives.items()
         }
 
+    def add_image(self, binaries: Binaries, name: str) -> str:
+        """One more image, built (or taken from the cache) and imported on demand: the
+        operator's own image is big, and only the tests that run it as a Pod need it."""
+        if name not in self.images:
+            archive = build_images((name,))[name]
+            self.images[name] = self.containerd.import_image(binaries.ctr, archive)
+        return self.images[name]
+
     def start(self, binaries: Binaries, apiserver_url: str, admin_kubeconfig: Path) -> None:
         self.kubelet.write_config(self.pki, apiserver_url, self.containerd.endpoint)
         self.kubelet.spawn(binaries.kubelet)

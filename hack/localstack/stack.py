@@ -127,6 +127,11 @@ class LocalStack:
         them with imagePullPolicy Never or IfNotPresent."""
         return dict(self.node.images)
 
+    def add_image(self, name: str) -> str:
+        """Imports one more image of hack/images.py into the node; returns its reference."""
+        with self._lock:
+            return self.node.add_image(self.binaries, name)
+
     @property
     def servers(self) -> tuple[Server, ...]:
         control_plane: tuple[Server, ...] = (self.etcd, self.apiserver, self.kcm, self.temporal)

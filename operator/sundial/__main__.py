@@ -74,6 +74,11 @@ async def run_kopf(
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
     memo = kopf.Memo(health=health, identity=identity, abandon=False)
+    # Tasks made before kopf starts are not kopf's: it would wait 5 s for them at exit,
+    # then cancel them.
+    waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
+    if health.elector is not None:
+        waits.append(asyncio.create_task(health.elector.hold()))
     operator = asyncio.create_task(
         kopf.operator(
             standalone=True,
@@ -83,9 +88,6 @@ async def run_kopf(
             memo=memo,
         )
     )
-    waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
-    if health.elector is not None:
-        waits.append(asyncio.create_task(health.elector.hold()))
     done, _ = await asyncio.wait([operator, *waits], return_when=asyncio.FIRST_COMPLETED)
     lost = health.elector is not None and waits[-1] in done
     # A replica that lost the Lease must stop writing before the standby starts: no
@@ -97,3 +99,7 @@ async def run_kopf(
     for wait in waits:
         wait.cancel()
     return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    main()
