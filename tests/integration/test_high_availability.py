@@ -56,7 +56,10 @@ def install_rbac(kubectl: Kubectl) -> None:
 
 @pytest.fixture(scope="module")
 def sa_kubeconfig(
-    kubectl: Kubectl, stack: LocalStack, tmp_path_factory: pytest.TempPathFactory
+    kubectl: Kubectl,
+    stack: LocalStack,
+    tmp_path_factory: pytest.TempPathFactory,
+    crd_installed: None,
 ) -> Path:
     install_rbac(kubectl)
     path = tmp_path_factory.mktemp("ha") / "kubeconfig"
@@ -128,7 +131,10 @@ def test_the_standby_takes_over_when_the_leader_stops_and_nothing_is_done_twice(
     namespace: str,
     temporal: TemporalSide,
     replicas: dict[str, OperatorProcess],
+    operator: OperatorProcess,
 ) -> None:
+    """`operator` (the session's, serving objects without a shard label) runs too: the
+    audit log shows it never wrote these objects' status either."""
     busybox = stack.node.images["busybox"] if stack.with_node else "busybox"
     job = no_retry_job(busybox, "true")
     kubernetes_names: list[str] = []
