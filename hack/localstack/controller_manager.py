@@ -11,8 +11,13 @@ from .process import Server, insecure_tls
 
 # What a CronJob needs to turn into Jobs and Pods, and what cleans up after them. The
 # serviceaccount controller gives every namespace its `default` ServiceAccount, as on a
-# real cluster, and ttl-after-finished cleans up Jobs that ask for it.
+# real cluster, and ttl-after-finished cleans up Jobs that ask for it. deployment and
+# replicaset run the operator's own Deployment; disruption keeps its PodDisruptionBudget's
+# status.
 CONTROL_PLANE_CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "disruption-controller",
     "cronjob-controller",
     "job-controller",
     "garbage-collector-controller",
