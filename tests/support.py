@@ -326,11 +326,11 @@ def rendered(kubectl: Kubectl, directory: Path) -> list[dict[str, Any]]:
 
 
 def service_account_kubeconfig(
-    kubectl: Kubectl, apiserver_url: str, ca_cert: Path, path: Path
+    kubectl: Kubectl, apiserver_url: str, ca_cert: Path, path: Path, account: str = "sundial"
 ) -> Path:
     """A kubeconfig with a token of the operator's ServiceAccount: what the Pod has."""
     token = kubectl.run(
-        "create", "token", "sundial", "-n", OPERATOR_NAMESPACE, "--duration=2h"
+        "create", "token", account, "-n", OPERATOR_NAMESPACE, "--duration=2h"
     ).stdout.strip()
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": "sundial",

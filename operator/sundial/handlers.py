@@ -145,6 +145,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Events come from EventRecorder, aggregated; kopf would post one per log line.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
+    # Serve exactly the resources and namespaces known at start: kopf would otherwise list
+    # and watch CRDs and (namespaced) Namespaces, rights the operator has no other use for.
+    # A missing CRD still shows: the listing below fails, and the start with it.
+    settings.scanning.disabled = True
     kube = KubeClient(load_api_client(config.kubeconfig, memo.get("identity")))
     metrics = Metrics()
     if config.metrics_port:

@@ -188,15 +188,11 @@ def test_the_namespaced_overlay_grants_only_in_the_watched_namespaces(kubectl: K
         assert first, f"no {kind} in {WATCHED[0]}"
         assert all(other == first for other in others), kind
     # Cluster-wide: reads, of nothing namespaced. The ClusterTemporalConnections and the
-    # namespaces' labels (get); what kopf lists and watches before its watches start.
+    # namespaces' labels (get); kopf lists nothing of its own (scanning is off).
     cluster_role = the(documents, "ClusterRole")
     assert triples(cluster_role) == {
         ("sundial.dev", "clustertemporalconnections", "get"),
         ("", "namespaces", "get"),
-        ("", "namespaces", "list"),
-        ("", "namespaces", "watch"),
-        ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
-        ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
     }
     binding = the(documents, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
@@ -211,13 +207,8 @@ def test_the_namespaced_rights_are_the_cluster_wide_ones_split_by_scope(kubectl:
     in_team_a = set().union(*(triples(r) for r in of_kind(documents, "Role")
                               if r["metadata"]["namespace"] == WATCHED[0]))  # fmt: skip
     split = in_team_a | triples(the(documents, "ClusterRole"))
-    # A TemporalConnection's Secrets: granted in the watched namespaces, never cluster-wide;
-    # namespaces are listed and watched by kopf only when it is not cluster-wide.
-    assert split - cluster_wide == {
-        ("", "secrets", "get"),
-        ("", "namespaces", "list"),
-        ("", "namespaces", "watch"),
-    }
+    # A TemporalConnection's Secrets: granted in the watched namespaces, never cluster-wide.
+    assert split - cluster_wide == {("", "secrets", "get")}
     assert cluster_wide - split == set()
 
 

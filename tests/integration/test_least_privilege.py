@@ -1,0 +1,155 @@
+"""The namespaced overlay's rights, proven by the apiserver: the operator runs with a token
+of a ServiceAccount bound exactly as the overlay binds its own (the Roles in the watched
+namespaces, the base's Role in sundial-system, the overlay's ClusterRole), does its work on
+both backends, and what it must not do is refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localstack import LocalStack
+from support import (
+    OPERATOR_NAMESPACE,
+    REPO,
+    SHARD_LABEL,
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    consistently,
+    eventually,
+    free_port,
+    kubernetes_scheduledjob,
+    ready,
+    rendered,
+    service_account_kubeconfig,
+    sj_status,
+    temporal_scheduledjob,
+)
+
+pytestmark = pytest.mark.cluster
+
+ACCOUNT = "sundial-least-privilege"
+SHARD = "least-privilege"
+WATCHED = ("lp-team-a", "lp-team-b")
+OUTSIDE = "lp-outside"
+# The overlay's example namespaces, and what this test puts in their place.
+RENAMED = {"team-a": WATCHED[0], "team-b": WATCHED[1]}
+RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def overlay_rbac_for(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """The namespaced overlay's RBAC, verbatim but for names: bound to this test's own
+    ServiceAccount (the cluster-wide overlay may have bound `sundial` more widely), in
+    this test's namespaces."""
+    documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
+                 if d["kind"] in RBAC_KINDS]  # fmt: skip
+    for doc in documents:
+        meta = doc["metadata"]
+        meta["name"] = f"{meta['name']}-lp"
+        if "namespace" in meta:
+            meta["namespace"] = RENAMED.get(meta["namespace"], meta["namespace"])
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-lp"
+            for subject in doc["subjects"]:
+                assert subject == {"kind": "ServiceAccount", "name": "sundial",
+                                   "namespace": OPERATOR_NAMESPACE}  # fmt: skip
+                subject["name"] = ACCOUNT
+    return documents
+
+
+@pytest.fixture(scope="module")
+def least_privileged(
+    kubectl: Kubectl,
+    stack: LocalStack,
+    crd_installed: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[OperatorProcess, Kubectl]]:
+    for ns in (*WATCHED, OUTSIDE):
+        kubectl.run("create", "namespace", ns)
+    kubectl.run("create", "serviceaccount", ACCOUNT, "-n", OPERATOR_NAMESPACE)
+    documents = overlay_rbac_for(kubectl)
+    kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+    config = service_account_kubeconfig(kubectl, stack.apiserver_url, stack.pki.ca_cert,
+                                        tmp_path_factory.mktemp("lp") / "kubeconfig",
+                                        account=ACCOUNT)  # fmt: skip
+    process = OperatorProcess(
+        {
+            **stack.env(),
+            "KUBECONFIG": str(config),
+            "SUNDIAL_KUBECONFIG": str(config),
+            "SUNDIAL_NAMESPACES": ",".join(WATCHED),
+            "SUNDIAL_LEADER_ELECTION": "true",
+            "SUNDIAL_LEADER_ELECTION_LEASE": "sundial-least-privilege",
+            "SUNDIAL_LABEL_SELECTOR": f"{SHARD_LABEL}={SHARD}",
+            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": OPERATOR_NAMESPACE,
+            "SUNDIAL_HEALTH_PORT": str(free_port()),
+            "SUNDIAL_METRICS_PORT": str(free_port()),
+        },
+        stack.log_dir / "operator-least-privilege.log",
+    )
+    process.start()
+    yield process, Kubectl(kubectl.binary, config)
+    process.stop()
+    for doc in documents:
+        if doc["kind"].startswith("Cluster"):
+            kubectl.run("delete", doc["kind"], doc["metadata"]["name"], "--ignore-not-found")
+    kubectl.run("delete", "serviceaccount", ACCOUNT, "-n", OPERATOR_NAMESPACE)
+    for ns in (*WATCHED, OUTSIDE):
+        kubectl.run("delete", "namespace", ns, "--wait=false")
+
+
+def sharded(manifest: dict[str, Any]) -> dict[str, Any]:
+    manifest["metadata"]["labels"] = {SHARD_LABEL: SHARD}
+    return manifest
+
+
+def test_the_namespaced_overlays_rights_are_enough_and_no_more(
+    kubectl: Kubectl,
+    temporal: TemporalSide,
+    operator: OperatorProcess,
+    least_privileged: tuple[OperatorProcess, Kubectl],
+) -> None:
+    process, as_operator = least_privileged
+    job = {"image": "registry.example/app:1"}
+    kubectl.apply(sharded(kubernetes_scheduledjob("cron", WATCHED[0], job)))
+    kubectl.apply(sharded(temporal_scheduledjob("flow", WATCHED[1])))
+    kubectl.apply(sharded(kubernetes_scheduledjob("elsewhere", OUTSIDE, job)))
+    eventually(lambda: ready(kubectl, "cron", WATCHED[0]), what="cron Ready")
+    eventually(lambda: ready(kubectl, "flow", WATCHED[1]), what="flow Ready")
+    assert kubectl.get("cronjob", "cron", WATCHED[0]) is not None
+    # A namespace it does not watch: nothing read, nothing made, nothing written.
+    consistently(lambda: sj_status(kubectl, "elsewhere", OUTSIDE) == {}, duration=5)
+    assert kubectl.get("cronjob", "elsewhere", OUTSIDE) is None
+
+    def refused(*args: str) -> str:
+        result = as_operator.run(*args, check=False)
+        assert result.returncode != 0, f"allowed: kubectl {' '.join(args)}"
+        assert "forbidden" in result.stderr.lower(), result.stderr
+        return result.stderr
+
+    # Outside the watched namespaces, the apiserver refuses it.
+    refused("get", "scheduledjobs", "-n", OUTSIDE)
+    refused("get", "cronjobs", "-n", OUTSIDE)
+    refused("create", "job", "x", "--image=registry.example/app:1", "-n", OUTSIDE)
+    refused("get", "scheduledjobs", "--all-namespaces")
+    # Secrets: get, in the watched namespaces and its own; never listed, never elsewhere.
+    refused("get", "secret", "anything", "-n", OUTSIDE)
+    refused("get", "secret", "anything", "-n", "kube-system")
+    refused("get", "secrets", "-n", WATCHED[0])
+    allowed = as_operator.run("get", "secret", "anything", "-n", WATCHED[0], check=False)
+    assert "NotFound" in allowed.stderr, allowed.stderr
+    # Nothing it may not write: ScheduledJobs are never created, deleted or updated whole.
+    refused("delete", "scheduledjob", "cron", "-n", WATCHED[0])
+    for verb in ("create", "update", "delete"):
+        answer = as_operator.run("auth", "can-i", verb, "scheduledjobs.sundial.dev",
+                                 "-n", WATCHED[0], check=False)  # fmt: skip
+        assert answer.stdout.strip() == "no", (verb, answer.stdout)
+    # And it needed nothing it was not given.
+    process.assert_alive()
+    log = process.log_text()
+    assert "Forbidden" not in log
+    assert "403" not in log
