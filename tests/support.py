@@ -348,3 +348,30 @@ def audit_events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def in_shard(manifest: dict[str, Any], shard: str) -> dict[str, Any]:
+    """A ScheduledJob served only by an operator whose selector names `shard`."""
+    manifest["metadata"].setdefault("labels", {})[SHARD_LABEL] = shard
+    return manifest
+
+
+def token_operator(
+    stack: Any, kubeconfig: Path, name: str, shard: str, **settings: str
+) -> OperatorProcess:
+    """An operator process as installed: the ServiceAccount's kubeconfig for kopf's watches
+    and Sundial's own calls alike, leader election on, serving one shard; `settings` are
+    more SUNDIAL_* variables (`lease="x"` sets SUNDIAL_LEASE)."""
+    env = {
+        **stack.env(),
+        "KUBECONFIG": str(kubeconfig),
+        "SUNDIAL_KUBECONFIG": str(kubeconfig),
+        "SUNDIAL_LEADER_ELECTION": "true",
+        "SUNDIAL_POD_NAME": name,
+        "SUNDIAL_LABEL_SELECTOR": f"{SHARD_LABEL}={shard}",
+        "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": OPERATOR_NAMESPACE,
+        "SUNDIAL_HEALTH_PORT": str(free_port()),
+        "SUNDIAL_METRICS_PORT": str(free_port()),
+        **{f"SUNDIAL_{key.upper()}": value for key, value in settings.items()},
+    }
+    return OperatorProcess(env, stack.log_dir / f"operator-{name}.log")

@@ -12,7 +12,6 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,19 +19,19 @@ from localstack import LocalStack
 from support import (
     OPERATOR_NAMESPACE,
     REPO,
-    SHARD_LABEL,
     Kubectl,
     OperatorProcess,
     TemporalSide,
     audit_events,
     eventually,
-    free_port,
+    in_shard,
     kubernetes_scheduledjob,
     no_retry_job,
     ready,
     rendered,
     service_account_kubeconfig,
     temporal_scheduledjob,
+    token_operator,
 )
 
 pytestmark = pytest.mark.cluster
@@ -67,24 +66,8 @@ def sa_kubeconfig(
 
 
 def replica(stack: LocalStack, kubeconfig: Path, name: str) -> OperatorProcess:
-    return OperatorProcess(
-        {
-            **stack.env(),
-            # kopf's watches and Sundial's own calls: both as the ServiceAccount.
-            "KUBECONFIG": str(kubeconfig),
-            "SUNDIAL_KUBECONFIG": str(kubeconfig),
-            "SUNDIAL_LEADER_ELECTION": "true",
-            "SUNDIAL_LEADER_ELECTION_LEASE": LEASE,
-            "SUNDIAL_POD_NAME": name,
-            "SUNDIAL_LABEL_SELECTOR": f"{SHARD_LABEL}={SHARD}",
-            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": OPERATOR_NAMESPACE,
-            "SUNDIAL_HEALTH_PORT": str(free_port()),
-            "SUNDIAL_METRICS_PORT": str(free_port()),
-            "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",
-            "SUNDIAL_LOG_LEVEL": "DEBUG",
-        },
-        stack.log_dir / f"operator-{name}.log",
-    )
+    return token_operator(stack, kubeconfig, name, SHARD, leader_election_lease=LEASE,
+                          temporal_resync_seconds="5", log_level="DEBUG")  # fmt: skip
 
 
 @pytest.fixture
@@ -104,11 +87,6 @@ def lease_holder(kubectl: Kubectl) -> str:
     lease = kubectl.get("lease", LEASE, OPERATOR_NAMESPACE) or {}
     holder: str = (lease.get("spec") or {}).get("holderIdentity") or ""
     return holder
-
-
-def sharded(manifest: dict[str, Any]) -> dict[str, Any]:
-    manifest["metadata"]["labels"] = {SHARD_LABEL: SHARD}
-    return manifest
 
 
 def status_writers(audit_log: Path, namespace: str) -> list[str]:
@@ -154,11 +132,11 @@ def test_the_standby_takes_over_when_the_leader_stops_and_nothing_is_done_twice(
                         "-p", json.dumps(every))  # fmt: skip
         for i in range(2):
             name = f"cron-{round_}-{i}"
-            kubectl.apply(sharded(kubernetes_scheduledjob(name, namespace, job,
-                                                          schedule="*/5 * * * *")))  # fmt: skip
+            every_5_minutes = kubernetes_scheduledjob(name, namespace, job, schedule="*/5 * * * *")
+            kubectl.apply(in_shard(every_5_minutes, SHARD))
             kubernetes_names.append(name)
         name = f"flow-{round_}"
-        kubectl.apply(sharded(temporal_scheduledjob(name, namespace)))
+        kubectl.apply(in_shard(temporal_scheduledjob(name, namespace), SHARD))
         temporal_names.append(name)
 
         stopped = time.monotonic()

@@ -15,19 +15,19 @@ from localstack import LocalStack
 from support import (
     OPERATOR_NAMESPACE,
     REPO,
-    SHARD_LABEL,
     Kubectl,
     OperatorProcess,
     TemporalSide,
     consistently,
     eventually,
-    free_port,
+    in_shard,
     kubernetes_scheduledjob,
     ready,
     rendered,
     service_account_kubeconfig,
     sj_status,
     temporal_scheduledjob,
+    token_operator,
 )
 
 pytestmark = pytest.mark.cluster
@@ -76,21 +76,9 @@ def least_privileged(
     config = service_account_kubeconfig(kubectl, stack.apiserver_url, stack.pki.ca_cert,
                                         tmp_path_factory.mktemp("lp") / "kubeconfig",
                                         account=ACCOUNT)  # fmt: skip
-    process = OperatorProcess(
-        {
-            **stack.env(),
-            "KUBECONFIG": str(config),
-            "SUNDIAL_KUBECONFIG": str(config),
-            "SUNDIAL_NAMESPACES": ",".join(WATCHED),
-            "SUNDIAL_LEADER_ELECTION": "true",
-            "SUNDIAL_LEADER_ELECTION_LEASE": "sundial-least-privilege",
-            "SUNDIAL_LABEL_SELECTOR": f"{SHARD_LABEL}={SHARD}",
-            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": OPERATOR_NAMESPACE,
-            "SUNDIAL_HEALTH_PORT": str(free_port()),
-            "SUNDIAL_METRICS_PORT": str(free_port()),
-        },
-        stack.log_dir / "operator-least-privilege.log",
-    )
+    process = token_operator(stack, config, "least-privilege", SHARD,
+                             namespaces=",".join(WATCHED),
+                             leader_election_lease="sundial-least-privilege")  # fmt: skip
     process.start()
     yield process, Kubectl(kubectl.binary, config)
     process.stop()
@@ -102,11 +90,6 @@ def least_privileged(
         kubectl.run("delete", "namespace", ns, "--wait=false")
 
 
-def sharded(manifest: dict[str, Any]) -> dict[str, Any]:
-    manifest["metadata"]["labels"] = {SHARD_LABEL: SHARD}
-    return manifest
-
-
 def test_the_namespaced_overlays_rights_are_enough_and_no_more(
     kubectl: Kubectl,
     temporal: TemporalSide,
@@ -115,9 +98,9 @@ def test_the_namespaced_overlays_rights_are_enough_and_no_more(
 ) -> None:
     process, as_operator = least_privileged
     job = {"image": "registry.example/app:1"}
-    kubectl.apply(sharded(kubernetes_scheduledjob("cron", WATCHED[0], job)))
-    kubectl.apply(sharded(temporal_scheduledjob("flow", WATCHED[1])))
-    kubectl.apply(sharded(kubernetes_scheduledjob("elsewhere", OUTSIDE, job)))
+    kubectl.apply(in_shard(kubernetes_scheduledjob("cron", WATCHED[0], job), SHARD))
+    kubectl.apply(in_shard(temporal_scheduledjob("flow", WATCHED[1]), SHARD))
+    kubectl.apply(in_shard(kubernetes_scheduledjob("elsewhere", OUTSIDE, job), SHARD))
     eventually(lambda: ready(kubectl, "cron", WATCHED[0]), what="cron Ready")
     eventually(lambda: ready(kubectl, "flow", WATCHED[1]), what="flow Ready")
     assert kubectl.get("cronjob", "cron", WATCHED[0]) is not None

@@ -27,6 +27,7 @@ from support import (
     TemporalSide,
     audit_events,
     eventually,
+    in_shard,
     parse_time,
     ready,
     temporal_connection,
@@ -135,16 +136,13 @@ def test_the_operator_pod_reconciles_both_backends_in_cluster(
     busybox = stack.images["busybox"]
     cron = {
         "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": "restricted", "namespace": namespace,
-                     "labels": {SHARD_LABEL: SHARD}},
+        "metadata": {"name": "restricted", "namespace": namespace},
         "spec": {"schedule": "0 3 * * *", "job": {
             "image": busybox, "command": ["sh", "-c", "id -u"],
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534}}},
     }  # fmt: skip
-    flow = temporal_scheduledjob("flow", namespace)
-    flow["metadata"]["labels"] = {SHARD_LABEL: SHARD}
-    kubectl.apply(cron)
-    kubectl.apply(flow)
+    kubectl.apply(in_shard(cron, SHARD))
+    kubectl.apply(in_shard(temporal_scheduledjob("flow", namespace), SHARD))
     for name in ("restricted", "flow"):
         eventually(lambda n=name: ready(kubectl, n, namespace), timeout=120,
                    what=f"{name} Ready, reconciled by the Pod")  # fmt: skip
