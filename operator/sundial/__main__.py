@@ -73,7 +73,7 @@ async def run_kopf(
 ) -> int:
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
-    memo = kopf.Memo(health=health, identity=identity, abandon=False)
+    memo = kopf.Memo(config=config, health=health, identity=identity, abandon=False)
     # Tasks made before kopf starts are not kopf's: it would wait 5 s for them at exit,
     # then cancel them.
     waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]

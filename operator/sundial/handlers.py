@@ -57,23 +57,20 @@ LISTINGS = (
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     cache: WatchCache = memo.cache
-    if type == "DELETED":
-        key = object_key(dict(body))
-        cache.remove_scheduledjob(key, body.get("metadata", {}).get("resourceVersion"))
-        memo.queue.add(key, urgent=True)
-        return
-    previous = cache.scheduledjob(object_key(dict(body)))
-    if not memo.selector.matches(body.get("metadata", {}).get("labels")):
-        # Another operator's share (SUNDIAL_LABEL_SELECTOR); one that just left this
-        # share is forgotten here as if deleted.
-        if previous is not None:
-            key = object_key(dict(body))
-            cache.remove_scheduledjob(key, None)
+    obj = dict(body)
+    key = object_key(obj)
+    previous = cache.scheduledjob(key)
+    metadata = obj.get("metadata", {})
+    if type == "DELETED" or not memo.selector.matches(metadata.get("labels")):
+        # Gone, or another operator's share (SUNDIAL_LABEL_SELECTOR): one that just left
+        # this share is forgotten as if deleted.
+        if type == "DELETED" or previous is not None:
+            cache.remove_scheduledjob(key, metadata.get("resourceVersion"))
             memo.queue.add(key, urgent=True)
         return
-    key = cache.put_scheduledjob(dict(body))
+    cache.put_scheduledjob(obj)
     # Sundial's own status writes come back as events too: those wait their turn.
-    memo.queue.add(key, urgent=changed_by_someone(previous, dict(body)))
+    memo.queue.add(key, urgent=changed_by_someone(previous, obj))
 
 
 def _owned_event(
@@ -141,7 +138,8 @@ async def keep_relisting(
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    config = OperatorConfig.from_env()
+    # __main__ read it already; `kopf run` of this module reads it here.
+    config: OperatorConfig = memo.get("config") or OperatorConfig.from_env()
     # Events come from EventRecorder, aggregated; kopf would post one per log line.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
