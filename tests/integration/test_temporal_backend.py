@@ -318,21 +318,33 @@ def test_switching_backends_keeps_one_resource(
     kubectl.apply(manifest)
     eventually(lambda: ready(kubectl, "switch", namespace), what="Ready on kubernetes")
 
-    def resources() -> tuple[bool, bool]:
-        """(an active CronJob, an active Temporal schedule); a CronJob being deleted is
-        inert, and so is a schedule still paused for the switch."""
+    def cronjob_active() -> bool:
+        """A CronJob being deleted is inert."""
         cronjob = kubectl.get("cronjob", "switch", namespace)
+        return cronjob is not None and "deletionTimestamp" not in cronjob["metadata"]
+
+    def schedule_active() -> bool:
+        """A schedule still paused for the switch is inert."""
         schedule = describe(temporal, namespace, "switch")
-        return (
-            cronjob is not None and "deletionTimestamp" not in cronjob["metadata"],
-            schedule is not None and not schedule.schedule.state.paused,
-        )
+        return schedule is not None and not schedule.schedule.state.paused
+
+    def resources(backend: str) -> tuple[bool, bool]:
+        """(an active CronJob, an active Temporal schedule). The two reads are moments
+        apart, so the new backend is read first: during a switch the old one only goes
+        and the new one only comes, so "new active, then old still active" means both
+        were active at the first read. The other order would count an old backend
+        retired between the reads as active beside the new one."""
+        if backend == "temporal":
+            schedule = schedule_active()
+            return cronjob_active(), schedule
+        cronjob = cronjob_active()
+        return cronjob, schedule_active()
 
     def switch_to(backend: str, expected: tuple[bool, bool]) -> None:
         manifest["spec"]["backend"] = backend
         kubectl.apply(manifest)
         for _ in range(200):
-            cronjob, schedule = resources()
+            cronjob, schedule = resources(backend)
             assert not (cronjob and schedule), "both backends active at once"
             if (cronjob, schedule) == expected and ready(kubectl, "switch", namespace):
                 break
