@@ -23,6 +23,7 @@ node-packages:
 
 binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
+	SUNDIAL_PYTHON=$(PY) hack/build-argocd-cli.sh >/dev/null
 
 ## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
 images: $(VENV)/.installed node-packages

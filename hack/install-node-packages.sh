@@ -16,6 +16,8 @@ packages=(
   debootstrap                  # the Debian base image for Python images
   buildah                      # builds the repository's Dockerfiles into local images
   nginx-light                  # the TLS / API-key front for the Temporal dev server
+  redis-server git             # Argo CD's cache and the git daemon serving it a repository
+                               # (tests/integration/test_argocd_live.py)
 )
 
 missing=()
@@ -33,4 +35,11 @@ fi
 echo ">> installing Debian packages for the local node: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
+# Packages such as redis-server start their service on install unless policy-rc.d says no;
+# the stack starts its own on loopback ports, so a machine without one gets a temporary one.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
