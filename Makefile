@@ -7,7 +7,7 @@ CLUSTER ?= local
 PYTEST_ARGS ?=
 
 .PHONY: run test lint fmt crds check-crds binaries node-packages images image lock unit \
-	integration bench clean stack
+	integration bench clean stack argocd-testdata
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -23,6 +23,7 @@ node-packages:
 
 binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
+	SUNDIAL_PYTHON=$(PY) hack/build-argocd.sh >/dev/null
 	SUNDIAL_PYTHON=$(PY) hack/build-argocd-cli.sh >/dev/null
 
 ## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
@@ -78,7 +79,7 @@ test: $(VENV)/.installed binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
-	$(PY) -m pytest -m 'not cluster' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not cluster and not argocd' $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed check-crds
 	$(VENV)/bin/ruff check .
@@ -96,6 +97,12 @@ crds: $(VENV)/.installed
 
 check-crds: $(VENV)/.installed
 	@$(PY) -m sundial.api.crdgen --check crds
+
+## make argocd-testdata: the Argo CD health check's testdata captured anew from real objects on the
+## local stack (tests/integration/test_argocd_health.py); then check health_test.yaml's cases
+argocd-testdata: $(VENV)/.installed binaries
+	SUNDIAL_ARGOCD_TESTDATA=$(CURDIR)/manifests/argocd/resource_customizations/sundial.dev/ScheduledJob/testdata \
+		$(PY) -m pytest tests/integration/test_argocd_health.py -k each_state $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed binaries
 	$(PY) bench/run.py
