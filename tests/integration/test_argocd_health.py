@@ -301,3 +301,29 @@ def test_a_second_apply_by_argo_cd_changes_nothing(
         if entry.get("subresource") != "status" and "f:spec" in entry.get("fieldsV1", {})
     }  # fmt: skip
     assert spec_writers == {"argocd-controller"}
+
+
+def test_the_example_application_puts_the_install_before_the_scheduledjobs(
+    kubectl: Kubectl, crd_installed: None
+) -> None:
+    """manifests/argocd/example: everything of the install in sync wave -1, the
+    ScheduledJobs in the default wave 0; and the apiserver accepts all of it."""
+    example = ARGOCD_DIR / "example"
+    documents = rendered(kubectl, example)
+    waves = {
+        (d["kind"], d["metadata"]["name"]): (d["metadata"].get("annotations") or {}).get(
+            "argocd.argoproj.io/sync-wave"
+        )
+        for d in documents
+    }
+    scheduledjobs = {key for key in waves if key[0] == "ScheduledJob"}
+    assert scheduledjobs == {("ScheduledJob", "send-invoices"), ("ScheduledJob", "nightly-report")}
+    assert all(waves[key] is None for key in scheduledjobs)
+    install = {key: wave for key, wave in waves.items() if key not in scheduledjobs}
+    assert ("Deployment", "sundial") in install
+    assert ("CustomResourceDefinition", "scheduledjobs.sundial.dev") in install
+    assert set(install.values()) == {"-1"}
+    kubectl.run("apply", "--dry-run=server", "-k", str(example))
+    application = yaml.safe_load((example / "application.yaml").read_text())
+    assert application["spec"]["source"]["path"] == "manifests/argocd/example"
+    assert "ServerSideApply=true" in application["spec"]["syncPolicy"]["syncOptions"]
