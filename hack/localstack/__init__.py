@@ -7,7 +7,8 @@ kube-proxy, with images built by hack/images.py imported, so Pods really run.
 
 One module per server (etcd, apiserver, controller_manager, scheduler, runtime, kubelet,
 proxy, temporal), plus pki, process (supervision), network (the Pod network), host (the
-host-wide lock and clean-up), node and stack (the composition) and cli.
+host-wide lock and clean-up), node and stack (the composition) and cli; argocd (Argo CD's
+controller and repo server, redis and a git daemon) is started only by those who ask.
 
 Library use (pytest fixtures, ``make run``)::
 
@@ -17,7 +18,7 @@ Library use (pytest fixtures, ``make run``)::
 
 Command line (PYTHONPATH=hack)::
 
-    python -m localstack up [--keep-data] [--no-node] [-- COMMAND ...]
+    python -m localstack up [--keep-data] [--no-node] [--argocd] [-- COMMAND ...]
     python -m localstack down
     python -m localstack env             # eval "$(python -m localstack env)"
     python -m localstack leftovers       # what a node left on this machine, if anything

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from . import host
+from .argocd import ArgoCD
 from .common import STOP_TIMEOUT, StackError, default_state_dir, log
 from .process import PidRecord, kill_all, stop_leftovers
 from .stack import LocalStack
@@ -52,16 +53,21 @@ def source_line(stack: LocalStack) -> str:
     return f"source {script}"
 
 
-def up(stack: LocalStack, command: Sequence[str] = ()) -> int:
+def up(stack: LocalStack, command: Sequence[str] = (), argocd: bool = False) -> int:
     """Runs the stack until Ctrl-C/SIGTERM, or, given a command, until the command exits.
 
     The command gets the stack's environment (KUBECONFIG, TEMPORAL_ADDRESS, PATH with
-    kubectl), e.g. ``up(stack, ["python", "-m", "sundial"])``.
+    kubectl), e.g. ``up(stack, ["python", "-m", "sundial"])``. With argocd, Argo CD's
+    controller and repo server run beside it (localstack/argocd.py).
     """
     child: subprocess.Popen[bytes] | None = None
+    gitops = ArgoCD(stack) if argocd else None
     with interrupt_on_termination():
         try:
             stack.start()
+            if gitops is not None:
+                gitops.start()
+                log(f"Argo CD in namespace argocd; git repositories in {gitops.git_root}")
             node = "a node, " if stack.with_node else "no node (Pods never run), "
             print(
                 f"\nKubernetes {stack.apiserver_url} ({node}logs in {stack.log_dir}) and "
@@ -76,11 +82,15 @@ def up(stack: LocalStack, command: Sequence[str] = ()) -> int:
                 child = subprocess.Popen(list(command), env=env)
                 while child.poll() is None:
                     stack.check()
+                    if gitops is not None:
+                        gitops.check()
                     time.sleep(0.5)
                 return child.returncode
             print("Ctrl-C stops everything.", flush=True)
             while True:
                 stack.check()
+                if gitops is not None:
+                    gitops.check()
                 time.sleep(1)
         except KeyboardInterrupt:
             log("\nstopping")
@@ -91,6 +101,8 @@ def up(stack: LocalStack, command: Sequence[str] = ()) -> int:
                 _stop_child(child)
             return 1
         finally:
+            if gitops is not None:
+                gitops.stop()
             stack.stop()
 
 
@@ -160,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     up_parser = sub.add_parser("up", help="start the stack in the foreground")
     up_parser.add_argument("--keep-data", action="store_true", help="keep etcd and Temporal data")
     up_parser.add_argument("--no-node", action="store_true", help="no kubelet: Pods never run")
+    up_parser.add_argument(
+        "--argocd", action="store_true", help="Argo CD's controller and repo server beside it"
+    )
     up_parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND to run")
     sub.add_parser("down", help="stop a stack left running, clean up a crashed node")
     sub.add_parser("env", help="print export lines for a running stack")
@@ -185,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     node = False if args.no_node else None
-    return up(LocalStack(state_dir, keep_data=args.keep_data, node=node), command)
+    stack = LocalStack(state_dir, keep_data=args.keep_data, node=node)
+    return up(stack, command, argocd=args.argocd)
 
 
 if __name__ == "__main__":
