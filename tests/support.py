@@ -15,13 +15,19 @@ import threading
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
 from temporalio.worker import Worker
 
 from temporal_workflows import TASK_QUEUE, Fail, Sleep, Tick
@@ -426,3 +432,20 @@ class Relay:
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
             end.close()
+
+
+def their_schedule(temporal: TemporalSide, schedule_id: str) -> None:
+    """A schedule made outside Sundial under the id Sundial would use: not its to touch."""
+
+    async def create() -> None:
+        await temporal.client.create_schedule(
+            schedule_id,
+            Schedule(
+                action=ScheduleActionStartWorkflow(
+                    "SundialTick", "theirs", id="their-workflow", task_queue=TASK_QUEUE
+                ),
+                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(hours=2))]),
+            ),
+        )
+
+    temporal.run(create)

@@ -35,6 +35,7 @@ from support import (
     sj_status,
     temporal_connection,
     temporal_scheduledjob,
+    their_schedule,
 )
 from temporal_workflows import TASK_QUEUE
 
@@ -159,6 +160,29 @@ class States:
                                               schedule="0 3 * * *",
                                               temporalConnectionRef=ref))  # fmt: skip
 
+    def temporal_rejected(self) -> None:
+        self.kubectl.apply(temporal_connection("no-such-namespace", self.namespace,
+                                               address=self.temporal.address,
+                                               namespace="no-such-namespace"))  # fmt: skip
+        ref = {"kind": "TemporalConnection", "name": "no-such-namespace"}
+        self.failing_sj("temporal-rejected", "TemporalRejected",
+                        temporal_scheduledjob("temporal-rejected", self.namespace,
+                                              schedule="0 3 * * *",
+                                              temporalConnectionRef=ref))  # fmt: skip
+
+    def connection_not_found(self) -> None:
+        ref = {"kind": "TemporalConnection", "name": "nowhere"}
+        self.failing_sj("connection-not-found", "ConnectionNotFound",
+                        temporal_scheduledjob("connection-not-found", self.namespace,
+                                              schedule="0 3 * * *",
+                                              temporalConnectionRef=ref))  # fmt: skip
+
+    def schedule_exists(self) -> None:
+        their_schedule(self.temporal, f"sundial/{self.namespace}/schedule-exists")
+        self.failing_sj("schedule-exists", "ScheduleExists",
+                        temporal_scheduledjob("schedule-exists", self.namespace,
+                                              schedule="0 3 * * *"))  # fmt: skip
+
     def backend_unavailable(self) -> None:
         self.kubectl.apply(temporal_connection("unreachable", self.namespace,
                                                address=UNREACHABLE))  # fmt: skip
@@ -189,7 +213,12 @@ class States:
         hatch), and the test deletes it."""
         self.kubectl.run("annotate", "scheduledjob", "deleting", "-n", self.namespace,
                          "sundial.dev/abandon-schedule=true", check=False)  # fmt: skip
-        identity = f"sundial/{self.namespace}/deleting"
+        self.delete_schedule("deleting")
+
+    def delete_schedule(self, name: str) -> None:
+        """Deletes the schedule Sundial would name after `name`: one Sundial abandoned, or
+        one it never made (ScheduleExists), which it leaves alone."""
+        identity = f"sundial/{self.namespace}/{name}"
 
         async def delete() -> None:
             with contextlib.suppress(RPCError):
@@ -213,6 +242,9 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "invalid_job_template": ("Degraded", "InvalidJobTemplate: "),
     "cronjob_exists": ("Degraded", "CronJobExists: "),
     "secret_not_found": ("Degraded", "SecretNotFound: "),
+    "temporal_rejected": ("Degraded", "TemporalRejected: "),
+    "connection_not_found": ("Degraded", "ConnectionNotFound: "),
+    "schedule_exists": ("Degraded", "ScheduleExists: "),
     "backend_unavailable": ("Progressing", "BackendUnavailable: "),
     "deleting": ("Progressing", "Pending deletion: Sundial is deleting the Temporal schedule "),
 }  # fmt: skip
@@ -244,6 +276,7 @@ def test_each_state_has_its_health_in_argo_cd(
             files.append(path)
     finally:
         states.finish_deleting()
+        states.delete_schedule("schedule-exists")
 
     for mode in MODES:
         for state, result in zip(EXPECTED, evaluate(mode, files, tmp_path), strict=True):

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import (
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleSpec,
-)
+from temporalio.client import ScheduleActionStartWorkflow
 from temporalio.service import RPCError, RPCStatusCode
 
 from support import (
@@ -22,6 +16,7 @@ from support import (
     eventually,
     ready,
     ready_condition,
+    their_schedule,
 )
 from temporal_workflows import TASK_QUEUE
 
@@ -124,21 +119,6 @@ def temporal_scheduledjob(name: str, namespace: str) -> dict[str, Any]:
             "workflow": {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": ["ours"]},
         },
     }
-
-
-def their_schedule(temporal: TemporalSide, schedule_id: str) -> None:
-    async def create() -> None:
-        await temporal.client.create_schedule(
-            schedule_id,
-            Schedule(
-                action=ScheduleActionStartWorkflow(
-                    "SundialTick", "theirs", id="their-workflow", task_queue=TASK_QUEUE
-                ),
-                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(hours=2))]),
-            ),
-        )
-
-    temporal.run(create)
 
 
 def workflow_id(temporal: TemporalSide, schedule_id: str) -> str | None:
