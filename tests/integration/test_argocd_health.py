@@ -53,12 +53,18 @@ def kubernetes_sj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}  # fmt: skip
 
 
+def temporal_sj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A temporal-backed ScheduledJob whose slot (03:00) never comes during the test."""
+    spec.setdefault("schedule", "0 3 * * *")
+    return temporal_scheduledjob(name, namespace, **spec)
+
+
 def with_reason(kubectl: Kubectl, name: str, namespace: str, reason: str) -> bool:
     return ready_condition(kubectl, name, namespace).get("reason") == reason
 
 
 class States:
-    """Makes each state on the stack; `made` maps a state to its object's name."""
+    """Makes each state on the stack, one method per state, its object named after it."""
 
     def __init__(self, kubectl: Kubectl, temporal: TemporalSide, namespace: str) -> None:
         self.kubectl, self.temporal, self.namespace = kubectl, temporal, namespace
@@ -68,7 +74,8 @@ class States:
         name = manifest["metadata"]["name"]
         eventually(lambda: ready(self.kubectl, name, self.namespace), what=f"{name} Ready")
 
-    def failing_sj(self, name: str, reason: str, manifest: dict[str, Any]) -> None:
+    def failing_sj(self, reason: str, manifest: dict[str, Any]) -> None:
+        name = manifest["metadata"]["name"]
         self.kubectl.apply(manifest)
         eventually(lambda: with_reason(self.kubectl, name, self.namespace, reason),
                    what=f"{name}: Ready reason {reason}")  # fmt: skip
@@ -92,8 +99,7 @@ class States:
         self.ready_sj(kubernetes_sj("healthy-kubernetes", self.namespace))
 
     def healthy_temporal(self) -> None:
-        self.ready_sj(temporal_scheduledjob("healthy-temporal", self.namespace,
-                                            schedule="0 3 * * *"))  # fmt: skip
+        self.ready_sj(temporal_sj("healthy-temporal", self.namespace))
 
     def suspended(self) -> None:
         self.ready_sj(kubernetes_sj("suspended", self.namespace, suspend=True,
@@ -101,7 +107,7 @@ class States:
 
     def paused_in_temporal(self) -> None:
         name = "paused-in-temporal"
-        self.ready_sj(temporal_scheduledjob(name, self.namespace, schedule="0 3 * * *"))
+        self.ready_sj(temporal_sj(name, self.namespace))
         identity = f"sundial/{self.namespace}/{name}"
 
         async def pause() -> None:
@@ -125,14 +131,16 @@ class States:
         )  # fmt: skip
 
     def invalid_time_zone(self) -> None:
-        self.failing_sj("invalid-time-zone", "InvalidTimeZone",
-                        kubernetes_sj("invalid-time-zone", self.namespace,
-                                      timeZone="Mars/Olympus"))  # fmt: skip
+        self.failing_sj(
+            "InvalidTimeZone",
+            kubernetes_sj("invalid-time-zone", self.namespace, timeZone="Mars/Olympus"),
+        )
 
     def invalid_schedule(self) -> None:
-        self.failing_sj("invalid-schedule", "InvalidSchedule",
-                        kubernetes_sj("invalid-schedule", self.namespace,
-                                      schedule="0 25 * * *"))  # fmt: skip
+        self.failing_sj(
+            "InvalidSchedule",
+            kubernetes_sj("invalid-schedule", self.namespace, schedule="0 25 * * *"),
+        )
 
     def invalid_job_template(self) -> None:
         # Jobs refuse restartPolicy Always: the apiserver's verdict, not the schema's.
@@ -140,57 +148,55 @@ class States:
             "restartPolicy": "Always",
             "containers": [{"name": "job", "image": "registry.example/app:1"}],
         }}}}  # fmt: skip
-        self.failing_sj("invalid-job-template", "InvalidJobTemplate",
-                        kubernetes_sj("invalid-job-template", self.namespace,
-                                      job={"template": template}))  # fmt: skip
+        self.failing_sj(
+            "InvalidJobTemplate",
+            kubernetes_sj("invalid-job-template", self.namespace, job={"template": template}),
+        )
 
     def cronjob_exists(self) -> None:
         self.kubectl.run("create", "cronjob", "cronjob-exists", "--image=registry.example/x:1",
                          "--schedule=0 3 * * *", "-n", self.namespace)  # fmt: skip
-        self.failing_sj("cronjob-exists", "CronJobExists",
-                        kubernetes_sj("cronjob-exists", self.namespace))  # fmt: skip
+        self.failing_sj("CronJobExists", kubernetes_sj("cronjob-exists", self.namespace))
 
     def secret_not_found(self) -> None:
         self.kubectl.apply(temporal_connection("no-secret", self.namespace,
                                                address=self.temporal.address,
                                                apiKeySecretRef={"name": "missing"}))  # fmt: skip
         ref = {"kind": "TemporalConnection", "name": "no-secret"}
-        self.failing_sj("secret-not-found", "SecretNotFound",
-                        temporal_scheduledjob("secret-not-found", self.namespace,
-                                              schedule="0 3 * * *",
-                                              temporalConnectionRef=ref))  # fmt: skip
+        self.failing_sj(
+            "SecretNotFound",
+            temporal_sj("secret-not-found", self.namespace, temporalConnectionRef=ref),
+        )
 
     def temporal_rejected(self) -> None:
         self.kubectl.apply(temporal_connection("no-such-namespace", self.namespace,
                                                address=self.temporal.address,
                                                namespace="no-such-namespace"))  # fmt: skip
         ref = {"kind": "TemporalConnection", "name": "no-such-namespace"}
-        self.failing_sj("temporal-rejected", "TemporalRejected",
-                        temporal_scheduledjob("temporal-rejected", self.namespace,
-                                              schedule="0 3 * * *",
-                                              temporalConnectionRef=ref))  # fmt: skip
+        self.failing_sj(
+            "TemporalRejected",
+            temporal_sj("temporal-rejected", self.namespace, temporalConnectionRef=ref),
+        )
 
     def connection_not_found(self) -> None:
         ref = {"kind": "TemporalConnection", "name": "nowhere"}
-        self.failing_sj("connection-not-found", "ConnectionNotFound",
-                        temporal_scheduledjob("connection-not-found", self.namespace,
-                                              schedule="0 3 * * *",
-                                              temporalConnectionRef=ref))  # fmt: skip
+        self.failing_sj(
+            "ConnectionNotFound",
+            temporal_sj("connection-not-found", self.namespace, temporalConnectionRef=ref),
+        )
 
     def schedule_exists(self) -> None:
         their_schedule(self.temporal, f"sundial/{self.namespace}/schedule-exists")
-        self.failing_sj("schedule-exists", "ScheduleExists",
-                        temporal_scheduledjob("schedule-exists", self.namespace,
-                                              schedule="0 3 * * *"))  # fmt: skip
+        self.failing_sj("ScheduleExists", temporal_sj("schedule-exists", self.namespace))
 
     def backend_unavailable(self) -> None:
         self.kubectl.apply(temporal_connection("unreachable", self.namespace,
                                                address=UNREACHABLE))  # fmt: skip
         ref = {"kind": "TemporalConnection", "name": "unreachable"}
-        self.failing_sj("backend-unavailable", "BackendUnavailable",
-                        temporal_scheduledjob("backend-unavailable", self.namespace,
-                                              schedule="0 3 * * *",
-                                              temporalConnectionRef=ref))  # fmt: skip
+        self.failing_sj(
+            "BackendUnavailable",
+            temporal_sj("backend-unavailable", self.namespace, temporalConnectionRef=ref),
+        )
 
     def deleting(self) -> None:
         """Deleted while the Temporal its schedule was made at cannot be reached: the
@@ -199,8 +205,7 @@ class States:
         self.kubectl.apply(temporal_connection("going", self.namespace,
                                                address=self.relay.address))  # fmt: skip
         ref = {"kind": "TemporalConnection", "name": "going"}
-        self.ready_sj(temporal_scheduledjob("deleting", self.namespace, schedule="0 3 * * *",
-                                            temporalConnectionRef=ref))  # fmt: skip
+        self.ready_sj(temporal_sj("deleting", self.namespace, temporalConnectionRef=ref))
         self.relay.cut()
         self.kubectl.run("delete", "scheduledjob", "deleting", "-n", self.namespace,
                          "--wait=false")  # fmt: skip
