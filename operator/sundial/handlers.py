@@ -69,8 +69,13 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
             memo.queue.add(key, urgent=True)
         return
     cache.put_scheduledjob(obj)
-    # Sundial's own status writes come back as events too: those wait their turn.
-    memo.queue.add(key, urgent=changed_by_someone(previous, obj))
+    # Compared as cached (an event older than the cache is no news either).
+    news = changed_by_someone(previous, cache.scheduledjob(key))
+    reconciler: Reconciler | None = memo.get("reconciler")
+    if not news and reconciler is not None and reconciler.wrote(key, obj):
+        return  # Sundial's own status write coming back: its pass saw all of it
+    # Other status writes wait their turn behind changed objects.
+    memo.queue.add(key, urgent=news)
 
 
 def _owned_event(
@@ -178,7 +183,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         refresh_seconds=config.connection_refresh_seconds,
         on_replaced=temporal.forget,
     )
-    reconciler = Reconciler(
+    memo.reconciler = reconciler = Reconciler(
         kube=kube,
         cache=cache,
         events=events,

@@ -49,7 +49,7 @@ from sundial.planning.schedule import (
     parse_time,
     timetable,
 )
-from sundial.watchcache import job_record
+from sundial.watchcache import job_record, without_bookkeeping
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,9 @@ class KubernetesBackend:
     # Each CronJob as Sundial's last write returned it: read instead of the cache until the
     # cache shows that write (ownwrites.py); and since the apiserver canonicalises some
     # values (quantities), a live CronJob of the same spec hash and generation is in step.
-    _applied: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
+    _applied: OwnWrites[dict[str, Any]] = field(
+        default_factory=lambda: OwnWrites(settled=cj.write_fingerprint)
+    )
 
     def forget(self, key: Key) -> None:
         self._applied.forget(key)
@@ -82,7 +84,7 @@ class KubernetesBackend:
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
         live = await self._owned_or_adopted(key, sj, desired, now)
         if live is None or not self._in_step(key, desired, live):
-            live = await self._apply(desired)
+            live = without_bookkeeping(await self._apply(desired))
             self._applied.remember(key, live, live)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         outcome = await self._judge(key, sj, live, table, now, notes)
@@ -126,6 +128,7 @@ class KubernetesBackend:
             )  # fmt: skip
         except ApiException as error:
             raise _write_refused(error, "adopting") from None
+        adopted = without_bookkeeping(adopted)
         self._applied.remember(key, adopted, adopted)
         log.info("adopted CronJob %s/%s", *key)
         await self.events.record(

@@ -4,13 +4,15 @@ The watch cache lags Sundial's own writes (the status of a ScheduledJob, its Cro
 pass that read the older cached object would write again, or judge the same slots twice.
 So each write is remembered with the resourceVersion the server gave it, and read instead
 of the cache until the cache shows that version or a later one (the object, or its
-deletion's tombstone); from then on the cache is the truth. The memory is dropped when the
-object is retired or deleted. One entry per object at most.
+deletion's tombstone); from then on the cache is the truth, and only what `settled` keeps
+of the write stays (nothing by default), so memory per object does not hold a second copy
+of it. The memory is dropped when the object is retired or deleted. One entry per object
+at most.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -27,8 +29,10 @@ class _Write(Generic[T]):
 
 
 class OwnWrites(Generic[T]):
-    def __init__(self) -> None:
+    def __init__(self, settled: Callable[[T], T] | None = None) -> None:
+        """`settled`: what `last` still needs of a write once the cache shows it."""
         self._writes: dict[Hashable, _Write[T]] = {}
+        self._settled = settled
 
     def remember(self, key: Hashable, written: dict[str, Any], value: T) -> None:
         """`written`: the object as the server returned it from the write."""
@@ -45,7 +49,11 @@ class OwnWrites(Generic[T]):
         if write is None or write.cache_caught_up:
             return None
         if cached_version is not None and cached_version >= write.version:
-            write.cache_caught_up = True
+            if self._settled is None:
+                del self._writes[key]
+            else:
+                write.value = self._settled(write.value)
+                write.cache_caught_up = True
             return None
         return write.value
 
@@ -54,6 +62,15 @@ class OwnWrites(Generic[T]):
         compared with what the server made of it: canonicalised values)."""
         write = self._writes.get(key)
         return write.value if write is not None else None
+
+    def version(self, key: Hashable) -> int | None:
+        """The resourceVersion of the write remembered for the key, if any."""
+        write = self._writes.get(key)
+        return write.version if write is not None else None
+
+    def __len__(self) -> int:
+        """Writes held (memory: at most one per object)."""
+        return len(self._writes)
 
     def forget(self, key: Hashable) -> None:
         self._writes.pop(key, None)

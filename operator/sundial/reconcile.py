@@ -29,6 +29,7 @@ from sundial.planning.requests import with_entry
 from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
+from sundial.watchcache import resource_version
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,13 @@ class Reconciler:
     # cache shows that write (ownwrites.py): a pass that read the older one would judge
     # the same slots again and count them twice in Events and metrics.
     _written_status: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
+
+    def wrote(self, key: Key, obj: dict[str, Any]) -> bool:
+        """Whether this ScheduledJob is as Sundial's last status write left it: the pass
+        that wrote it saw everything it says, so its watch event needs no pass of its own
+        (half the passes of a steady state otherwise)."""
+        version = resource_version(obj)
+        return version is not None and self._written_status.version(key) == version
 
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the

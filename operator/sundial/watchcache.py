@@ -39,6 +39,24 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 MAX_TOMBSTONES = 10_000
 # Deleted Jobs kept per owner until the status lists their runs (bounded either way).
 MAX_DEPARTED_PER_OWNER = 16
+# kubectl's client-side apply keeps the whole applied object in this annotation.
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def without_bookkeeping(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without what no pass reads and that is often most of it: managedFields
+    and kubectl's last-applied copy (client-go's informers drop managedFields with a
+    transform for the same reason). A shallow copy; the object given is left as it is."""
+    meta = obj.get("metadata")
+    if not meta:
+        return obj
+    annotations = meta.get("annotations") or {}
+    if "managedFields" not in meta and LAST_APPLIED_ANNOTATION not in annotations:
+        return obj
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if LAST_APPLIED_ANNOTATION in annotations:
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
+    return {**obj, "metadata": meta}
 
 
 def job_record(job: dict[str, Any]) -> JobRecord | None:
@@ -192,7 +210,7 @@ class WatchCache:
         key = object_key(obj)
         version = resource_version(obj)
         if not self._scheduledjobs.is_stale(key, version):
-            self._scheduledjobs.put(key, obj, version)
+            self._scheduledjobs.put(key, without_bookkeeping(obj), version)
         return key
 
     def remove_scheduledjob(self, key: Key, resource_version: str | None = None) -> None:
@@ -205,7 +223,7 @@ class WatchCache:
         owner = owner_key(obj)
         version = resource_version(obj)
         if owner is not None and not self._cronjobs.is_stale(owner, version):
-            self._cronjobs.put(owner, obj, version)
+            self._cronjobs.put(owner, without_bookkeeping(obj), version)
         return owner
 
     def remove_cronjob(self, obj: dict[str, Any]) -> Key | None:
@@ -315,12 +333,12 @@ def _number(version: str | None) -> int | None:
     return resource_version({"metadata": {"resourceVersion": version}})
 
 
-def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any]) -> bool:
+def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
     """Whether a ScheduledJob event is news from outside: a new object, a spec change
     (generation), or new annotations (requests, adoption) or deletion; not one of
     Sundial's own status writes coming back, nor the finalizer it added."""
-    if previous is None:
-        return True
+    if previous is None or current is None:
+        return previous is not current
     before, after = previous.get("metadata", {}), current.get("metadata", {})
     return any(
         before.get(field) != after.get(field)

@@ -155,3 +155,84 @@ def test_owned_objects_of_scheduledjobs_not_served_here_queue_nothing() -> None:
         return queue
 
     assert asyncio.run(scenario()).threads == []
+
+
+class EchoingServer:
+    """The API for one kubernetes-backed ScheduledJob whose CronJob is in place: a status
+    patch is stored and answered with the object as written, whose watch event then
+    comes back to the handler."""
+
+    def __init__(self, sj: dict[str, Any]) -> None:
+        self.sj = sj
+        self.status_writes = 0
+
+    async def patch_scheduledjob_status(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.status_writes += 1
+        version = int(self.sj["metadata"]["resourceVersion"]) + 1
+        self.sj = {**self.sj, "metadata": {**self.sj["metadata"], "resourceVersion": str(version)},
+                   "status": {**(self.sj.get("status") or {}), **patch}}  # fmt: skip
+        return self.sj
+
+    async def read_scheduledjob(self, *_: object) -> dict[str, Any]:
+        return self.sj
+
+    async def read_cronjob(self, *_: object) -> None:
+        return None
+
+    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": "50",
+                                         "generation": 1, "uid": "c1"}}  # fmt: skip
+
+    async def list_all(self, *_: object) -> list[dict[str, Any]]:
+        return []
+
+    async def cronjob_event_messages(self, *_: object) -> list[str]:
+        return []
+
+    async def create_event(self, *_: object) -> None:
+        pass
+
+
+def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_does() -> None:
+    """The pass that wrote a status saw everything it says: its watch event queues nothing
+    (otherwise every write is two passes). The same event with someone's change does."""
+    from sundial.events import EventRecorder
+    from sundial.kubernetes_backend import KubernetesBackend
+    from sundial.metrics import Metrics
+    from sundial.reconcile import Reconciler
+
+    key = ("shop", "invoices")
+    server = EchoingServer({
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                     "resourceVersion": "3", "generation": 1},
+        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
+    })  # fmt: skip
+
+    async def scenario() -> tuple[RecordingQueue, int]:
+        queue = RecordingQueue()
+        cache = WatchCache()
+        cache.put_scheduledjob(server.sj)
+        kube: Any = server
+        events = EventRecorder(kube)
+        reconciler = Reconciler(
+            kube=kube, cache=cache, events=events, metrics=Metrics(),
+            kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
+            temporal=None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        memo = kopf.Memo(cache=cache, queue=queue, selector=parse_selector(""),
+                         reconciler=reconciler)  # fmt: skip
+        await reconciler(key)
+        assert server.status_writes == 1
+        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", server.sj)
+        quiet = len(queue.threads)
+        requested = {**server.sj, "metadata": {
+            **server.sj["metadata"], "annotations": {"sundial.dev/run-now": "a"}}}  # fmt: skip
+        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", requested)
+        return queue, quiet
+
+    queue, queued_for_the_echo = asyncio.run(scenario())
+    assert queued_for_the_echo == 0
+    assert len(queue.threads) == 1, "an annotation edit at the written version is news"

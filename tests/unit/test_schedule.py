@@ -257,3 +257,20 @@ def test_one_timetable_reads_each_slot_once_however_often_it_is_asked(
         datetime(2026, 12, 3, 11, 56, tzinfo=UTC) + timedelta(minutes=n) for n in range(5)
     ]
     assert readings.readings <= 10
+
+
+def test_a_refused_schedule_is_refused_on_every_pass_and_a_valid_one_read_anew() -> None:
+    """Validation is remembered per (schedule, zone, backend) for speed; only valid ones."""
+    never = ScheduledJobSpec.model_validate({"schedule": "0 0 30 2 *", "job": {"image": "a"}})
+    for _ in range(2):
+        with pytest.raises(ScheduleError, match="never fires"):
+            timetable(never)
+    minute = ScheduledJobSpec.model_validate({"schedule": "* * * * *", "job": {"image": "a"}})
+    after = datetime(2026, 12, 4, 10, 0, 30, tzinfo=UTC)
+    first, second = timetable(minute), timetable(minute)
+    assert first is not second  # each pass reads its own slots
+    assert (
+        first.next_runs(after, 2)
+        == second.next_runs(after, 2)
+        == [datetime(2026, 12, 4, 10, 1, tzinfo=UTC), datetime(2026, 12, 4, 10, 2, tzinfo=UTC)]
+    )

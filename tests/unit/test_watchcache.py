@@ -183,3 +183,53 @@ def test_only_news_from_outside_counts_as_a_change() -> None:
     assert not changed_by_someone(before, status_written)
     assert changed_by_someone(before, edited)
     assert changed_by_someone(before, requested)
+
+
+def test_objects_are_cached_without_managed_fields_or_kubectls_last_applied_copy() -> None:
+    """Neither is read by any pass, and together they are often most of an object."""
+    applied = '{"apiVersion":"sundial.dev/v1alpha1","kind":"ScheduledJob","spec":{}}'
+    sj = {
+        "metadata": {
+            "name": "invoices", "namespace": "shop", "resourceVersion": "3",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied,
+                            "sundial.dev/run-now": "a"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"schedule": "@daily"},
+        "status": {"observedGeneration": 1},
+    }  # fmt: skip
+    cronjob = {"metadata": {"name": "invoices", "namespace": "shop", "labels": LABELS,
+                            "managedFields": [{"manager": "sundial"}]}, "spec": {}}  # fmt: skip
+    cache = WatchCache()
+    cache.put_scheduledjob(sj)
+    cache.put_cronjob(cronjob)
+
+    cached = cache.scheduledjob(OWNER)
+    assert cached is not None
+    assert "managedFields" not in cached["metadata"]
+    assert cached["metadata"]["annotations"] == {"sundial.dev/run-now": "a"}
+    assert cached["spec"] == sj["spec"]
+    assert cached["status"] == sj["status"]
+    assert "managedFields" not in (cache.cronjob(OWNER) or {})["metadata"]
+    # The objects given are not changed (kopf and the caller still hold them).
+    assert "managedFields" in sj["metadata"]
+    assert "managedFields" in cronjob["metadata"]
+    assert len(sj["metadata"]["annotations"]) == 2
+
+
+def test_a_status_write_coming_back_is_no_news_even_with_kubectls_annotation() -> None:
+    """The cached copy lacks the last-applied annotation; the event compared with it must
+    be compared as cached, or every status write would look like an annotation edit."""
+    from sundial.watchcache import changed_by_someone, without_bookkeeping
+
+    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    event = {"metadata": {"name": "invoices", "namespace": "shop", "generation": 1,
+                          "annotations": annotations, "resourceVersion": "9"}}  # fmt: skip
+    cache = WatchCache()
+    cache.put_scheduledjob(event)
+    previous = cache.scheduledjob(OWNER)
+    newer = {**event, "metadata": {**event["metadata"], "resourceVersion": "10"}}
+    cache.put_scheduledjob(newer)
+    assert not changed_by_someone(previous, cache.scheduledjob(OWNER))
+    assert not changed_by_someone(previous, without_bookkeeping(newer))
+    assert changed_by_someone(None, cache.scheduledjob(OWNER))

@@ -194,6 +194,20 @@ def cronjob_manifest(sj: ScheduledJob) -> dict[str, Any]:
     return body
 
 
+def write_fingerprint(written: dict[str, Any]) -> dict[str, Any]:
+    """What tells a later CronJob apart from one Sundial wrote: the spec hash it wrote and
+    the generation the server gave it (a live CronJob with both is that write, whatever the
+    apiserver canonicalised in its spec)."""
+    meta = written.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return {
+        "metadata": {
+            "annotations": {SPEC_HASH_ANNOTATION: annotations.get(SPEC_HASH_ANNOTATION)},
+            "generation": meta.get("generation"),
+        }
+    }
+
+
 def is_subset(wanted: Any, live: Any) -> bool:
     """True when every value in `wanted` is present and equal in `live` (lists by position)."""
     if isinstance(wanted, dict):

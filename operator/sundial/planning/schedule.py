@@ -12,6 +12,7 @@ CronJob fires when EITHER matches (Vixie cron), Temporal only when BOTH do.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from bisect import bisect_right
@@ -310,10 +311,14 @@ class Timetable:
 def timetable(spec: ScheduledJobSpec) -> Timetable:
     """Validate the schedule part of a spec; ScheduleError says what is wrong."""
     zone = time_zone(spec.time_zone)
-    cron = normalize_cron(spec.schedule, spec.backend) if spec.schedule is not None else None
+    cron = (
+        _validated_cron(spec.schedule, spec.time_zone, spec.backend)
+        if spec.schedule is not None
+        else None
+    )
     if cron is None and spec.interval is not None:
         parse_duration(spec.interval.every)
-    table = Timetable(
+    return Timetable(
         backend=spec.backend,
         zone=zone,
         cron=cron,
@@ -321,15 +326,19 @@ def timetable(spec: ScheduledJobSpec) -> Timetable:
         start=spec.start_time,
         end=spec.end_time,
     )
-    if (
-        cron is not None
-        and next(
-            cron_slots(cron, zone, datetime(2000, 1, 1, tzinfo=UTC), backend=spec.backend), None
-        )
-        is None
-    ):
+
+
+# Every pass validates its object's schedule, and thousands of objects share a few hundred
+# schedules: validating one (croniter's parser, and a first slot read) costs more than the
+# rest of a quiet pass. A refusal raises, so only valid schedules are kept.
+@functools.lru_cache(maxsize=4096)
+def _validated_cron(schedule: str, zone_name: str, backend: Backend) -> str:
+    cron = normalize_cron(schedule, backend)
+    zone = time_zone(zone_name)
+    first = cron_slots(cron, zone, datetime(2000, 1, 1, tzinfo=UTC), backend=backend)
+    if next(first, None) is None:
         raise ScheduleError(
             "InvalidSchedule",
-            f"spec.schedule {spec.schedule!r} never fires (no such date, e.g. February 30)",
+            f"spec.schedule {schedule!r} never fires (no such date, e.g. February 30)",
         )
-    return table
+    return cron
