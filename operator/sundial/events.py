@@ -19,8 +19,10 @@ EventType = Literal["Normal", "Warning"]
 COMPONENT = "sundial"
 # Re-posting the same Event within this window only raises its count.
 AGGREGATION_WINDOW = timedelta(minutes=10)
-# ...and the count is written at most this often, so a hot problem is not a hot write.
-MIN_PATCH_INTERVAL = timedelta(seconds=60)
+# ...and the count is written at most this often, so a hot problem is not a hot write:
+# client-go's spam filter lets one Event through per object every 5 minutes. A minute
+# schedule's repeated overlap skip is then two writes in ten minutes, not ten.
+MIN_PATCH_INTERVAL = timedelta(minutes=5)
 # Events remembered for aggregation before old ones are dropped.
 MAX_TRACKED = 10_000
 
