@@ -36,8 +36,9 @@ from support import (  # noqa: E402
     SHARD_LABEL,
     Kubectl,
     OperatorProcess,
-    eventually,
     free_port,
+    fresh_namespace,
+    namespace_name,
 )
 
 
@@ -80,15 +81,8 @@ def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess
 @pytest.fixture
 def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, so tests cannot see each other's objects."""
-    name = "t-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
-    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).rstrip("-")
-    kubectl.run("create", "namespace", name)
-    eventually(
-        lambda: kubectl.get("serviceaccount", "default", name) is not None,
-        what=f"default ServiceAccount in {name}",
-    )
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+    with fresh_namespace(kubectl, namespace_name(request.node.name)) as name:
+        yield name
 
 
 # ---- Temporal: the test's own client and worker ------------------------------------

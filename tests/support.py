@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +94,30 @@ def consistently(probe: Callable[[], Any], duration: float, interval: float = 0.
         time.sleep(interval)
 
 
+class Background:
+    """A test's scenario run in a thread from the moment this is made, so that its waits
+    (real minute slots) overlap another scenario's. `join` waits for it and raises what it
+    raised: the scenario's own AssertionError, message and traceback, as if the test had
+    run it itself."""
+
+    def __init__(self, scenario: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(scenario,), daemon=True)
+        self.thread.start()
+
+    def _run(self, scenario: Callable[[], None]) -> None:
+        try:
+            scenario()
+        except BaseException as error:
+            self.error = error
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the scenario still runs after {timeout:.0f}s"
+        if self.error is not None:
+            raise self.error
+
+
 class Kubectl:
     def __init__(self, binary: Path, kubeconfig: Path) -> None:
         self.binary = binary
@@ -136,6 +160,26 @@ class Kubectl:
             args += ["--field-selector", fields]
         items: list[dict[str, Any]] = json.loads(self.run(*args).stdout)["items"]
         return items
+
+
+def namespace_name(test: str) -> str:
+    """The namespace of a test: t- and the test's name as a DNS label (40 characters)."""
+    name = "t-" + test.lower().replace("_", "-")[:40].strip("-")
+    return "".join(c if c.isalnum() or c == "-" else "-" for c in name).rstrip("-")
+
+
+@contextlib.contextmanager
+def fresh_namespace(kubectl: Kubectl, name: str) -> Iterator[str]:
+    """A new namespace, with its default ServiceAccount; deleted (not waited for) after."""
+    kubectl.run("create", "namespace", name)
+    eventually(
+        lambda: kubectl.get("serviceaccount", "default", name) is not None,
+        what=f"default ServiceAccount in {name}",
+    )
+    try:
+        yield name
+    finally:
+        kubectl.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def ready_condition(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:

@@ -1,22 +1,43 @@
-"""What only a real node shows (issue 13): Replace kills a running Job, TTL removes finished
-Jobs, a Forbid job that really outlives its interval, activeDeadlineSeconds. One timeline of
-minute slots serves all four, so their waits overlap; Sundial must report no false miss."""
+"""What only a real node shows, from real Pods in real minute slots (M1, M2, ...):
+
+- every run's outcome on the kubernetes backend (issue 10): a run that succeeds, one that
+  exits 3, one that runs past maxRunDuration, and a failing streak that crosses
+  failureThreshold then recovers across recoveryThreshold;
+- Replace kills a running Job, TTL removes finished Jobs, a Forbid job that really outlives
+  its interval, activeDeadlineSeconds (issue 13); Sundial must report no false miss.
+
+Each is a scenario of four ScheduledJobs on one timeline of minute slots, some four minutes
+of waiting. The fixture `timelines` starts both scenarios at once, each in its own namespace
+and thread, so that both are applied before the same first slot M1 and their waits overlap;
+each test joins its own scenario, which raises what the scenario found (its assertion, with
+its message), as if the test had run it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
 from localstack import LocalStack
 from support import (
+    Background,
     Kubectl,
     OperatorProcess,
+    conditions_of,
     eventually,
+    fresh_namespace,
     kubernetes_scheduledjob,
+    namespace_name,
+    no_retry_job,
     owned_jobs,
     parse_time,
+    sample,
+    scrape,
     sj_status,
     wait_until,
 )
@@ -24,12 +45,54 @@ from support import (
 pytestmark = pytest.mark.cluster
 
 ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+# A scenario's worst case on a loaded 2-core machine is about 6 minutes: M1 up to 80 s
+# away, M4 three minutes later, and the deadlines after M4.
+SCENARIO_SECONDS = 600
 
 
-@pytest.mark.timeout(600)
+@pytest.fixture(scope="module")
+def timelines(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Background]]:
+    """The scenarios of the selected tests, started together, by test name. Each picks its
+    M1 as the first slot at least 20 s after it starts: the same slot for both, as they
+    start within milliseconds of each other, once both namespaces exist."""
+    scenarios: dict[str, Callable[[str], None]] = {
+        "test_replace_ttl_forbid_and_deadlines_on_a_real_node":
+            partial(replace_ttl_forbid_and_deadlines, stack, kubectl),
+        "test_outcomes_durations_thresholds_and_signals_on_a_real_node":
+            partial(outcomes_durations_thresholds_and_signals, stack, kubectl, operator),
+    }  # fmt: skip
+    selected = [item.name for item in request.session.items if item.name in scenarios]
+    with ExitStack() as namespaces:
+        made = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
+                for test in selected}  # fmt: skip
+        running = {test: Background(partial(scenarios[test], ns)) for test, ns in made.items()}
+        yield running
+        for background in running.values():  # before their namespaces go
+            background.thread.join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
 def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
-    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+    timelines: dict[str, Background],
 ) -> None:
+    timelines["test_replace_ttl_forbid_and_deadlines_on_a_real_node"].join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
+    timelines: dict[str, Background],
+) -> None:
+    timelines["test_outcomes_durations_thresholds_and_signals_on_a_real_node"].join(
+        SCENARIO_SECONDS
+    )
+
+
+# ---- Replace, TTL, Forbid, activeDeadlineSeconds (issue 13) ---------------------------
+
+
+def replace_ttl_forbid_and_deadlines(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
     busybox = stack.images["busybox"]
 
     def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
@@ -111,3 +174,156 @@ def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
     skipped = {when for when in skips if when <= m3}
     assert skipped == covered, (skipped, covered, spans)
     assert current.get("missedRuns", 0) == 0, current
+
+
+# ---- every run's outcome (issue 10) ----------------------------------------------------
+
+
+def run_for(current: dict[str, Any], slot: datetime) -> dict[str, Any] | None:
+    runs = current.get("recentRuns", [])
+    return next((r for r in runs if parse_time(r["scheduledTime"]) == slot), None)
+
+
+def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
+    listed = kubectl.run("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
+                         "-o", "json")  # fmt: skip
+    pods: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def outcomes_durations_thresholds_and_signals(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
+) -> None:
+    busybox = stack.images["busybox"]
+
+    def apply(name: str, job: dict[str, Any], **spec: Any) -> None:
+        kubectl.apply(kubernetes_scheduledjob(name, namespace, job, failedRunsHistoryLimit=10,
+                                              successfulRunsHistoryLimit=10, **spec))  # fmt: skip
+
+    # Created at least 20 s before M1, the first slot: no run before M1 to count.
+    if datetime.now(UTC).second >= 40:
+        wait_until(datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1))
+    m1 = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    apply("succeeds", no_retry_job(busybox, "sleep 3"))
+    apply("exits", no_retry_job(busybox, "exit 3"))
+    apply("too-long", no_retry_job(busybox, "sleep 40"), monitoring={"maxRunDuration": "10s"})
+    streak = {"failureThreshold": 2, "recoveryThreshold": 2}
+    apply("streak", no_retry_job(busybox, "exit 1"), monitoring=streak)
+
+    # too-long, while it runs: TimedOut in status, RunTooLong True, no completion yet.
+    def overrunning() -> dict[str, Any] | None:
+        current = sj_status(kubectl, "too-long", namespace)
+        run = run_for(current, m1)
+        return current if run and run["result"] == "TimedOut" else None
+
+    current = eventually(overrunning, timeout=m1_deadline(m1, 35), what="too-long TimedOut")
+    run = run_for(current, m1)
+    assert run is not None
+    assert "completionTime" not in run, run
+    assert run["reason"] == "MaxRunDurationExceeded", run
+    too_long = conditions_of(current)["RunTooLong"]
+    assert (too_long["status"], too_long["reason"]) == ("True", "RunningTooLong"), too_long
+    assert datetime.now(UTC) < m1 + timedelta(seconds=40), "checked after the run ended"
+
+    # succeeds and exits: the results, and durations from the Pods' own times.
+    def ended(name: str, slot: datetime) -> dict[str, Any] | None:
+        run = run_for(sj_status(kubectl, name, namespace), slot)
+        return run if run and "completionTime" in run else None
+
+    ok = eventually(lambda: ended("succeeds", m1), timeout=m1_deadline(m1, 60), what="succeeds")
+    failed = eventually(lambda: ended("exits", m1), timeout=m1_deadline(m1, 60), what="exits")
+    assert ok["result"] == "Succeeded", ok
+    assert (failed["result"], failed["reason"]) == ("Failed", "BackoffLimitExceeded"), failed
+    for run in (ok, failed):
+        pod = pod_of(kubectl, namespace, run["jobName"])
+        terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        pod_ran = parse_time(terminated["finishedAt"]) - parse_time(pod["status"]["startTime"])
+        # The Pod's own times, not the Job controller's (seconds later on a busy node).
+        assert abs(run["durationSeconds"] - pod_ran.total_seconds()) <= 1.0, (run, pod_ran)
+        assert 0 <= run["startDelaySeconds"] < 30, run
+        assert parse_time(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
+    assert 3 <= ok["durationSeconds"] < 15, ok
+    exits = sj_status(kubectl, "exits", namespace)
+    assert exits["lastResult"] == "Failed"
+    assert exits["consecutiveFailures"] == 1
+    assert parse_time(exits["lastFailedTime"]) == parse_time(failed["completionTime"])
+    failing = conditions_of(exits)["RunsFailing"]
+    assert (failing["status"], failing["reason"]) == ("True", "ConsecutiveFailures"), failing
+    assert "BackoffLimitExceeded" in failing["message"]
+    succeeded = sj_status(kubectl, "succeeds", namespace)
+    assert succeeded["lastResult"] == "Succeeded"
+    assert parse_time(succeeded["lastSuccessfulTime"]) == parse_time(ok["completionTime"])
+    assert conditions_of(succeeded)["RunsFailing"]["status"] == "False"
+
+    # streak after one failure: under failureThreshold 2, not failing yet.
+    first = eventually(lambda: ended("streak", m1), timeout=m1_deadline(m1, 60), what="streak M1")
+    assert first["result"] == "Failed"
+    current = sj_status(kubectl, "streak", namespace)
+    assert current["consecutiveFailures"] == 1
+    assert conditions_of(current)["RunsFailing"]["reason"] == "BelowThreshold"
+
+    # too-long after it ended: still TimedOut, with its duration; RunTooLong stays True.
+    done = eventually(lambda: ended("too-long", m1), timeout=m1_deadline(m1, 75), what="ended")
+    assert done["result"] == "TimedOut", done
+    assert 39 <= done["durationSeconds"] < 55, done
+    too_long = conditions_of(sj_status(kubectl, "too-long", namespace))["RunTooLong"]
+    assert (too_long["status"], too_long["reason"]) == ("True", "LastRunTooLong"), too_long
+
+    # streak: the second failure crosses the threshold; then the fix, applied before M3.
+    m2 = m1 + timedelta(minutes=1)
+    eventually(lambda: ended("streak", m2), timeout=m1_deadline(m2, 60), what="streak M2")
+    current = sj_status(kubectl, "streak", namespace)
+    assert current["consecutiveFailures"] == 2
+    assert conditions_of(current)["RunsFailing"]["status"] == "True"
+    assert datetime.now(UTC) < m2 + timedelta(seconds=50), "too late to fix before M3"
+    apply("streak", no_retry_job(busybox, "exit 0"), monitoring=streak)
+
+    # One success is not a recovery (recoveryThreshold 2); the second is.
+    m3, m4 = m2 + timedelta(minutes=1), m2 + timedelta(minutes=2)
+    third = eventually(lambda: ended("streak", m3), timeout=m1_deadline(m3, 60), what="M3")
+    assert third["result"] == "Succeeded", third
+    current = sj_status(kubectl, "streak", namespace)
+    assert (current["consecutiveFailures"], current["consecutiveSuccesses"]) == (0, 1)
+    assert conditions_of(current)["RunsFailing"]["status"] == "True"
+    eventually(lambda: ended("streak", m4), timeout=m1_deadline(m4, 60), what="streak M4")
+    current = sj_status(kubectl, "streak", namespace)
+    recovered = conditions_of(current)["RunsFailing"]
+    assert (recovered["status"], recovered["reason"]) == ("False", "Recovered"), recovered
+    results = [r["result"] for r in current["recentRuns"] if parse_time(r["scheduledTime"]) >= m1]
+    assert results == ["Succeeded", "Succeeded", "Failed", "Failed"], current["recentRuns"]
+
+    # One Event per change: failing, then recovered.
+    reasons = [e["reason"] for e in kubectl.events(namespace, involvedObject_name="streak")]
+    assert reasons.count("RunsFailing") == 1, reasons
+    assert reasons.count("RunsRecovered") == 1, reasons
+
+    # Metrics: ended runs by result, durations, and the conditions to alert on.
+    metrics = scrape(operator.metrics_url)
+    labels = {"namespace": namespace, "backend": "kubernetes"}
+    assert metrics[sample("sundial_runs_total", name="exits", result="Failed", **labels)] >= 1
+    assert metrics[sample("sundial_runs_total", name="streak", result="Succeeded", **labels)] == 2
+    assert metrics[sample("sundial_runs_total", name="streak", result="Failed", **labels)] == 2
+    assert metrics[sample("sundial_run_duration_seconds_count", name="succeeds", **labels)] >= 1
+    assert metrics[sample("sundial_consecutive_failures", name="streak", **labels)] == 0
+    assert metrics[sample("sundial_condition", name="exits", condition="RunsFailing",
+                          **labels)] == 1  # fmt: skip
+    assert metrics[sample("sundial_condition", name="streak", condition="RunsFailing",
+                          **labels)] == 0  # fmt: skip
+
+    # No false miss in any of them.
+    for name in ("succeeds", "exits", "too-long", "streak"):
+        assert sj_status(kubectl, name, namespace).get("missedRuns", 0) == 0, name
+
+    # A deleted object's series go.
+    kubectl.run("delete", "scheduledjob", "streak", "-n", namespace)
+    eventually(
+        lambda: sample("sundial_consecutive_failures", name="streak", **labels)
+        not in scrape(operator.metrics_url),
+        timeout=30, what="streak's series dropped",
+    )  # fmt: skip
+
+
+def m1_deadline(slot: datetime, seconds: float) -> float:
+    """Seconds from now until `seconds` after `slot`, plus slack for a loaded machine."""
+    return max((slot + timedelta(seconds=seconds) - datetime.now(UTC)).total_seconds(), 0) + 30
