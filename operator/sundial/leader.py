@@ -113,7 +113,8 @@ class LeaderElector:
                 return True
             delay = self.retry_period * random.uniform(1.0, JITTER)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+                async with asyncio.timeout(delay):  # not wait_for: see WorkQueue.run_timer
+                    await stop.wait()
         return False
 
     async def hold(self) -> None:

@@ -183,15 +183,14 @@ class Temporal:
                 domain=connection.server_name,
             )
         try:
-            return await asyncio.wait_for(
-                Client.connect(
+            # asyncio.timeout, not wait_for: 3.11's wait_for can drop a stop's cancellation.
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                return await Client.connect(
                     connection.address,
                     namespace=connection.namespace,
                     tls=tls,
                     api_key=connection.api_key,
-                ),
-                CONNECT_TIMEOUT,
-            )
+                )
         except RPCError as error:
             if error.status in _REFUSED_CREDENTIALS:
                 raise _credentials_refused(

@@ -110,8 +110,11 @@ class WorkQueue(Generic[K]):
                     self.add(key)
             timeout = self._delayed[0][0] - now if self._delayed else None
             self._wakeup.clear()
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation that
+            # arrives as the event is set, and a graceful stop then waits for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
 
     def close(self) -> None:
         """Workers return once the pass each is in ends; idle ones return at once."""

@@ -190,3 +190,21 @@ def test_close_wakes_idle_workers() -> None:
         await asyncio.wait_for(asyncio.gather(*workers), 1.0)
 
     asyncio.run(scenario())
+
+
+def test_the_timer_stops_when_cancelled_just_as_a_wakeup_arrives() -> None:
+    """A pass that ends by scheduling its next wake-up, then a stop that cancels the timer
+    in the same tick (a graceful stop): the timer ends. Python 3.11's asyncio.wait_for
+    swallowed that cancellation and the timer, and the stop with it, waited for ever."""
+
+    async def scenario() -> bool:
+        queue: WorkQueue[str] = WorkQueue()
+        queue.add_after("far", 3600)
+        timer = asyncio.create_task(queue.run_timer())
+        await asyncio.sleep(0.01)  # the timer waits for the far wake-up
+        queue.add_after("near", 60)  # sets the wake-up event...
+        timer.cancel()  # ...and the stop cancels the timer before it runs again
+        await asyncio.wait([timer], timeout=1.0)
+        return timer.cancelled()
+
+    assert asyncio.run(scenario())
