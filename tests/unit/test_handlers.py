@@ -11,6 +11,7 @@ import kopf
 from kopf._core.actions.invocation import invoke
 
 import sundial.handlers  # noqa: F401  (registers the handlers)
+from kube_doubles import QuietKube
 from sundial.backend import Key
 from sundial.planning.selector import parse_selector
 from sundial.watchcache import WatchCache
@@ -157,7 +158,7 @@ def test_owned_objects_of_scheduledjobs_not_served_here_queue_nothing() -> None:
     assert asyncio.run(scenario()).threads == []
 
 
-class EchoingServer:
+class EchoingServer(QuietKube):
     """The API for one kubernetes-backed ScheduledJob whose CronJob is in place: a status
     patch is stored and answered with the object as written, whose watch event then
     comes back to the handler."""
@@ -184,15 +185,6 @@ class EchoingServer:
     async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": "50",
                                          "generation": 1, "uid": "c1"}}  # fmt: skip
-
-    async def list_all(self, *_: object) -> list[dict[str, Any]]:
-        return []
-
-    async def cronjob_event_messages(self, *_: object) -> list[str]:
-        return []
-
-    async def create_event(self, *_: object) -> None:
-        pass
 
 
 def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_does() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from kube_doubles import QuietKube
 from sundial.events import EventRecorder
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
@@ -32,7 +33,7 @@ def ghost(backend: str, finalizers: list[str] | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class GoneFromTheServer:
+class GoneFromTheServer(QuietKube):
     """The API as it stands after the deletion: no ScheduledJob, no CronJob."""
 
     def __init__(self) -> None:
@@ -53,15 +54,6 @@ class GoneFromTheServer:
 
     async def patch_scheduledjob_status(self, *_: object) -> None:
         self.writes.append("status")
-
-    async def list_all(self, *_: object) -> list[dict[str, Any]]:
-        return []
-
-    async def cronjob_event_messages(self, *_: object) -> list[str]:
-        return []
-
-    async def create_event(self, *_: object) -> None:
-        pass
 
 
 class RecordingTemporal:
