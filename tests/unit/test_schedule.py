@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -12,7 +14,9 @@ from sundial.api.models import IntervalSpec, ScheduledJobSpec
 from sundial.planning.schedule import (
     MACROS,
     ScheduleError,
+    _parsed,
     both_days_restricted,
+    cron_slots,
     interval_slots,
     normalize_cron,
     parse_duration,
@@ -216,6 +220,11 @@ def test_every_minute_is_every_utc_minute_across_both_dst_changes(start: datetim
 
 class CountingCroniter(croniter):  # type: ignore[misc]
     readings = 0
+    parsed = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        CountingCroniter.parsed += 1
+        super().__init__(*args, **kwargs)
 
     def get_next(self, *args: object, **kwargs: object) -> object:
         CountingCroniter.readings += 1
@@ -223,10 +232,12 @@ class CountingCroniter(croniter):  # type: ignore[misc]
 
 
 @pytest.fixture
-def readings(monkeypatch: pytest.MonkeyPatch) -> type[CountingCroniter]:
-    CountingCroniter.readings = 0
+def readings(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[CountingCroniter]]:
+    CountingCroniter.readings = CountingCroniter.parsed = 0
     monkeypatch.setattr("sundial.planning.schedule.croniter", CountingCroniter)
-    return CountingCroniter
+    _parsed.cache_clear()  # expressions parsed by earlier tests are plain croniters
+    yield CountingCroniter
+    _parsed.cache_clear()
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
@@ -257,6 +268,24 @@ def test_one_timetable_reads_each_slot_once_however_often_it_is_asked(
         datetime(2026, 12, 3, 11, 56, tzinfo=UTC) + timedelta(minutes=n) for n in range(5)
     ]
     assert readings.readings <= 10
+
+
+def test_each_pass_reads_its_own_slots_from_an_expression_parsed_once(
+    readings: type[CountingCroniter],
+) -> None:
+    """Parsing a cron expression costs more than the few slots a pass reads: passes of
+    the same schedule share the parsed expression, never its position, even interleaved."""
+    after = datetime(2026, 12, 4, 10, 0, 30, tzinfo=UTC)
+    first = cron_slots("*/5 * * * *", ZoneInfo("UTC"), after, backend="kubernetes")
+    second = cron_slots("*/5 * * * *", ZoneInfo("UTC"), after + timedelta(hours=1),
+                        backend="kubernetes")  # fmt: skip
+    assert [next(first), next(second), next(first), next(second)] == [
+        datetime(2026, 12, 4, 10, 5, tzinfo=UTC), datetime(2026, 12, 4, 11, 5, tzinfo=UTC),
+        datetime(2026, 12, 4, 10, 10, tzinfo=UTC), datetime(2026, 12, 4, 11, 10, tzinfo=UTC),
+    ]  # fmt: skip
+    for _ in range(10):
+        next(cron_slots("*/5 * * * *", ZoneInfo("Europe/Berlin"), after, backend="kubernetes"))
+    assert readings.parsed == 1
 
 
 def test_a_refused_schedule_is_refused_on_every_pass_and_a_valid_one_read_anew() -> None:

@@ -12,6 +12,7 @@ CronJob fires when EITHER matches (Vixie cron), Temporal only when BOTH do.
 
 from __future__ import annotations
 
+import copy
 import functools
 import heapq
 import re
@@ -189,7 +190,7 @@ def cron_slots(
     # has the star bit.
     day_or = backend == "kubernetes" and not (has_star(dom) or has_star(dow))
     local_start = after.astimezone(zone).replace(tzinfo=None)
-    wall_clock = croniter(cron, local_start - _repeated_before(local_start, zone), day_or=day_or)
+    wall_clock = _wall_clock(cron, day_or, local_start - _repeated_before(local_start, zone))
     pending: list[datetime] = []
     seen: set[datetime] = set()
     while True:
@@ -197,10 +198,17 @@ def cron_slots(
             naive: datetime = wall_clock.get_next(datetime)
         except CroniterBadDateError:
             break
-        instants = [naive.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)]
-        for instant in instants:
-            exists = instant.astimezone(zone).replace(tzinfo=None) == naive
-            if exists and instant > after and instant not in seen:
+        offset = naive.replace(tzinfo=zone, fold=0).utcoffset()
+        if offset is not None and offset == naive.replace(tzinfo=zone, fold=1).utcoffset():
+            # Neither repeated nor skipped (nearly every time, and every time in UTC): one
+            # instant, which exists.
+            instants = [(naive - offset).replace(tzinfo=UTC)]
+            existing = instants
+        else:
+            instants = [naive.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)]
+            existing = [i for i in instants if i.astimezone(zone).replace(tzinfo=None) == naive]
+        for instant in existing:
+            if instant > after and instant not in seen:
                 seen.add(instant)
                 heapq.heappush(pending, instant)
         # No later wall-clock time can map to an instant before the earlier reading of
@@ -212,6 +220,20 @@ def cron_slots(
             yield slot
     while pending:
         yield heapq.heappop(pending)
+
+
+def _wall_clock(cron: str, day_or: bool, start: datetime) -> croniter:
+    """A croniter reading wall-clock times after `start`: a copy of the expression parsed
+    once (parsing costs more than the few slots a pass reads), so each reader keeps its
+    own position."""
+    reader = copy.copy(_parsed(cron, day_or))
+    reader.set_current(start, force=True)
+    return reader
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(cron: str, day_or: bool) -> croniter:
+    return croniter(cron, datetime(2000, 1, 1), day_or=day_or)
 
 
 def _repeated_before(local: datetime, zone: ZoneInfo) -> timedelta:
