@@ -183,8 +183,9 @@ async def run(count: int, minutes: int, profiler: cProfile.Profile | None) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--minutes", type=int, default=10)
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N")

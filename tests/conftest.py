@@ -27,7 +27,6 @@ def stack() -> Iterator[LocalStack]:
 # ---- the operator under test -------------------------------------------------------
 
 from localstack.sundial_setup import (  # noqa: E402
-    CLUSTER_RESOURCE_NAMESPACE,
     default_connection_manifest,
 )
 from support import (  # noqa: E402
@@ -36,7 +35,6 @@ from support import (  # noqa: E402
     SHARD_LABEL,
     Kubectl,
     OperatorProcess,
-    free_port,
     fresh_namespace,
     namespace_name,
 )
@@ -58,21 +56,14 @@ def crd_installed(kubectl: Kubectl, stack: LocalStack) -> None:
 @pytest.fixture(scope="session")
 def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess]:
     """One operator process for the run; its log is beside the servers' logs."""
-    process = OperatorProcess(
-        {
-            **stack.env(),
-            "SUNDIAL_HEALTH_PORT": str(free_port()),
-            "SUNDIAL_METRICS_PORT": str(free_port()),
-            "SUNDIAL_LOG_LEVEL": "DEBUG",
-            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
-            "SUNDIAL_CONNECTION_REFRESH_SECONDS": "3",
-            "SUNDIAL_TEMPORAL_RESYNC_SECONDS": "5",
-            # ScheduledJobs labelled with a shard belong to the operators that the
-            # install and high-availability tests run themselves.
-            "SUNDIAL_LABEL_SELECTOR": f"!{SHARD_LABEL}",
-        },
-        stack.log_dir / "operator.log",
-    )
+    process = OperatorProcess.on(
+        stack, "",
+        connection_refresh_seconds="3",
+        temporal_resync_seconds="5",
+        # ScheduledJobs labelled with a shard belong to the operators that the install
+        # and high-availability tests run themselves.
+        label_selector=f"!{SHARD_LABEL}",
+    )  # fmt: skip
     process.start()
     yield process
     process.stop()

@@ -27,6 +27,8 @@ from temporalio.client import (
     ScheduleActionStartWorkflow,
     ScheduleIntervalSpec,
     ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
 )
 from temporalio.worker import Worker
 
@@ -206,6 +208,22 @@ def ready(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any] | None:
 class OperatorProcess:
     """`python -m sundial` against the stack, logging to a file a failing test names."""
 
+    @classmethod
+    def on(cls, stack: Any, name: str, **settings: str) -> OperatorProcess:
+        """An operator with the admin kubeconfig, DEBUG logs in `operator[-name].log`, its
+        own health and metrics ports; `settings` are more SUNDIAL_* variables."""
+        from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE
+
+        env = {
+            **stack.env(),
+            "SUNDIAL_HEALTH_PORT": str(free_port()),
+            "SUNDIAL_METRICS_PORT": str(free_port()),
+            "SUNDIAL_LOG_LEVEL": "DEBUG",
+            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
+            **{f"SUNDIAL_{key.upper()}": value for key, value in settings.items()},
+        }
+        return cls(env, stack.log_dir / (f"operator-{name}.log" if name else "operator.log"))
+
     def __init__(self, env: dict[str, str], log_file: Path) -> None:
         self.env = env
         self.log_file = log_file
@@ -292,6 +310,13 @@ def temporal_connection(name: str, where: str | None = None, /, **spec: Any) -> 
         metadata["namespace"] = where
     kind = "TemporalConnection" if where is not None else "ClusterTemporalConnection"
     return {"apiVersion": "sundial.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def tamper_interval(current: ScheduleUpdateInput) -> ScheduleUpdate:
+    """An edit by hand in Temporal (for `ScheduleHandle.update`): every 7 hours instead."""
+    schedule = current.description.schedule
+    schedule.spec.intervals = [ScheduleIntervalSpec(every=timedelta(hours=7))]
+    return ScheduleUpdate(schedule=schedule)
 
 
 def temporal_scheduledjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -54,7 +54,18 @@ class OperatorConfig(BaseModel):
         "several share one Temporal namespace.",
     )
     temporal_resync_seconds: float = Field(
-        default=30.0, ge=5, description="How often each temporal-backed job is re-described."
+        default=300.0,
+        ge=5,
+        description="How often each temporal-backed job is described when nothing else "
+        "wakes it: each slot wakes its own when it settles, and the listing of schedules "
+        "(temporal_list_seconds) wakes one whose schedule changed.",
+    )
+    temporal_list_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How often the schedules of each connection in use are listed, to "
+        "find those changed in Temporal (a run ended, a pause or edit by hand, a deletion): "
+        "one request per thousand schedules; 0 turns the listing off.",
     )
     temporal_requests_per_second: float = Field(
         default=20.0, gt=0, description="Ceiling on the operator's request rate to Temporal."

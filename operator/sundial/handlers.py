@@ -34,6 +34,7 @@ from sundial.planning.selector import LabelSelector, parse_selector
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend
+from sundial.temporal_watch import ScheduleWatch
 from sundial.watchcache import WatchCache, changed_by_someone, object_key
 from sundial.workqueue import WorkQueue
 
@@ -52,6 +53,24 @@ LISTINGS = (
     ("cronjobs", f"{MANAGED_BY_LABEL}={MANAGED_BY}"),
     ("jobs", SCHEDULEDJOB_LABEL),
 )
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf builds a diff base on every watch event (a deep copy of the object, less its
+    status and metadata) for its change-detecting handlers, and keeps one per object in
+    an annotation. Sundial registers none (it is level-triggered), so there is nothing to
+    diff: building it was a fifth of kopf's share of the operator's CPU at 5,000 objects."""
+
+    def build(  # type: ignore[override]
+        self, *, body: kopf.Body, extra_fields: Any = None
+    ) -> kopf.BodyEssence | None:
+        return None
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -141,17 +160,23 @@ async def keep_relisting(
             log.warning("re-listing failed, will try again: %s", error)
 
 
-@kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # __main__ read it already; `kopf run` of this module reads it here.
-    config: OperatorConfig = memo.get("config") or OperatorConfig.from_env()
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf as Sundial uses it: a source of watch events, nothing more."""
     # Events come from EventRecorder, aggregated; kopf would post one per log line.
     settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     # Serve exactly the resources and namespaces known at start: kopf would otherwise list
     # and watch CRDs and (namespaced) Namespaces, rights the operator has no other use for.
     # A missing CRD still shows: the listing below fails, and the start with it.
     settings.scanning.disabled = True
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # __main__ read it already; `kopf run` of this module reads it here.
+    config: OperatorConfig = memo.get("config") or OperatorConfig.from_env()
+    configure(settings)
     kube = KubeClient(load_api_client(config.kubeconfig, memo.get("identity")))
     metrics = Metrics()
     if config.metrics_port:
@@ -183,6 +208,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         refresh_seconds=config.connection_refresh_seconds,
         on_replaced=temporal.forget,
     )
+    watch = ScheduleWatch(
+        temporal, queue.add_after, prefix=config.schedule_id_prefix,
+        interval=config.temporal_list_seconds,
+    )  # fmt: skip
     memo.reconciler = reconciler = Reconciler(
         kube=kube,
         cache=cache,
@@ -195,6 +224,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             events=events,
             config=config,
             connections=connections,
+            watch=watch if config.temporal_list_seconds else None,
         ),
     )
     memo.grace = config.shutdown_grace_seconds
@@ -207,6 +237,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
     ]
+    if config.temporal_list_seconds:
+        memo.tasks.append(asyncio.create_task(watch.run(), name="sundial-schedule-watch"))
 
 
 @kopf.on.cleanup()

@@ -2,7 +2,8 @@
 
 The official client is synchronous; each call runs in a worker thread so the event loop
 (kopf's watches, the Temporal client) never blocks. Responses are read as raw JSON, the
-same shape kopf and the CRD use, rather than the client's generated classes.
+same shape kopf and the CRD use, rather than the client's generated classes (every call
+passes `_preload_content=False`: building those classes costs more than the request).
 """
 
 from __future__ import annotations
@@ -184,6 +185,7 @@ class KubeClient:
             name,
             namespace,
             {"spec": {"ttlSecondsAfterFinished": seconds}},
+            _preload_content=False,
         )
 
     async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -220,6 +222,7 @@ class KubeClient:
                 name,
                 namespace,
                 propagation_policy=propagation,
+                _preload_content=False,
             )
         except ApiException as error:
             if not is_not_found(error):
@@ -257,6 +260,7 @@ class KubeClient:
             name,
             {"metadata": metadata_patch},
             _content_type="application/merge-patch+json",
+            _preload_content=False,
         )
 
     async def read_sundial_object(
@@ -303,7 +307,9 @@ class KubeClient:
         return [str(item.get("message") or "") for item in _json(response).get("items") or []]
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._core.create_namespaced_event, namespace, cast(Any, body))
+        await asyncio.to_thread(
+            self._core.create_namespaced_event, namespace, cast(Any, body), _preload_content=False
+        )
 
     async def patch_event(
         self, namespace: str, name: str, count: int, last_timestamp: datetime
@@ -313,6 +319,7 @@ class KubeClient:
             name,
             namespace,
             {"count": count, "lastTimestamp": last_timestamp.isoformat()},
+            _preload_content=False,
         )
 
 

@@ -80,6 +80,7 @@ class Reconciler:
         if body is None:
             self._written_status.forget(key)
             self.kubernetes.forget(key)
+            self.temporal.forget(key)
             self.events.forget(*key)
             self.metrics.forget(key)
             return None

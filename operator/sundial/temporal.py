@@ -8,11 +8,12 @@ import contextlib
 import dataclasses
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.api.enums.v1 import schedule_pb2 as enums_pb
 from temporalio.api.schedule.v1 import message_pb2 as schedule_pb
 from temporalio.api.workflowservice.v1 import request_response_pb2 as workflowservice_pb
@@ -31,6 +32,13 @@ from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 from sundial.workqueue import Retry
 
 RPC_TIMEOUT = timedelta(seconds=10)
+# Statuses of an action whose run has not been seen to end.
+_GOING = (
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED,
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING,
+)
+# Schedules per page of a listing (the server's own maximum is 1000).
+LIST_PAGE = 1000
 CONNECT_TIMEOUT = 10.0
 _UNAVAILABLE = {
     RPCStatusCode.UNAVAILABLE,
@@ -121,6 +129,55 @@ def schedule_fingerprint(description: ScheduleDescription) -> str:
     schedule.CopyFrom(description.raw_description.schedule)
     schedule.ClearField("state")
     return hashlib.sha256(schedule.SerializeToString(deterministic=True)).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A listed schedule: `digest` changes when anything its ScheduledJob reports could
+    (a run started or seen ended, a pause or note, the spec or workflow type), not with
+    the future action times; `newest_action` is the nominal time of the latest action,
+    `jitter` the spec's."""
+
+    digest: int
+    newest_action: datetime | None
+    jitter: timedelta
+
+
+def _listed(info: schedule_pb.ScheduleListInfo) -> Listed:
+    actions = info.recent_actions
+    return Listed(
+        digest=_digest(info.paused, info.notes, info.workflow_type.name, info.spec, actions),
+        newest_action=actions[-1].schedule_time.ToDatetime(tzinfo=UTC) if actions else None,
+        jitter=info.spec.jitter.ToTimedelta(),
+    )
+
+
+def description_digest(description: ScheduleDescription) -> int:
+    """`Listed.digest` from what describe returned: the server builds the list entry from
+    the same state (its spec less the time zone data, the tail of the recent actions), so
+    a pass can say what it saw."""
+    raw = description.raw_description
+    spec = schedule_pb.ScheduleSpec()
+    spec.CopyFrom(raw.schedule.spec)
+    spec.ClearField("timezone_data")
+    state = raw.schedule.state
+    workflow_type = raw.schedule.action.start_workflow.workflow_type.name
+    return _digest(state.paused, state.notes, workflow_type, spec, raw.info.recent_actions)
+
+
+def _digest(
+    paused: bool,
+    notes: str,
+    workflow_type: str,
+    spec: schedule_pb.ScheduleSpec,
+    actions: Sequence[schedule_pb.ScheduleActionResult],
+) -> int:
+    # The newest action (a run started), and the newest seen ended: both lists end the same.
+    newest = actions[-1].SerializeToString(deterministic=True) if actions else None
+    ended = [a for a in actions if a.start_workflow_status not in _GOING]
+    newest_ended = ended[-1].SerializeToString(deterministic=True) if ended else None
+    spec_bytes = spec.SerializeToString(deterministic=True)
+    return hash((paused, notes, workflow_type, spec_bytes, newest, newest_ended))
 
 
 @dataclass
@@ -414,6 +471,30 @@ class Temporal:
                 )
                 return _camel(kind), failure.message
         return "WorkflowFailed", ""
+
+    async def list_schedules(self, connection: Connection, prefix: str) -> dict[str, Listed]:
+        """Every schedule whose id starts with `prefix` in the connection's namespace, as
+        its list entry shows it (`Listed`). One request per page of a thousand; the list
+        is eventually consistent, so it only says which schedules to look at."""
+        listed: dict[str, Listed] = {}
+        token = b""
+        while True:
+            async with self._call(connection, "list the schedules") as client:
+                page = await client.workflow_service.list_schedules(
+                    workflowservice_pb.ListSchedulesRequest(
+                        namespace=connection.namespace,
+                        maximum_page_size=LIST_PAGE,
+                        next_page_token=token,
+                    ),
+                    retry=True,
+                    timeout=RPC_TIMEOUT,
+                )
+            for entry in page.schedules:
+                if entry.schedule_id.startswith(prefix):
+                    listed[entry.schedule_id] = _listed(entry.info)
+            token = page.next_page_token
+            if not token:
+                return listed
 
     async def delete(self, connection: Connection, schedule_id: str) -> None:
         try:

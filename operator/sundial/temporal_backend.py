@@ -49,9 +49,11 @@ from sundial.temporal import (
     Temporal,
     TemporalRejected,
     TemporalUnavailable,
+    description_digest,
     schedule_fingerprint,
 )
 from sundial.temporal_runs import handle_requests, observe_runs
+from sundial.temporal_watch import ScheduleWatch
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,13 @@ class TemporalBackend:
     events: EventRecorder
     config: OperatorConfig
     connections: ConnectionResolver
+    # Wakes an object when the listing shows its schedule changed (None: no listing).
+    watch: ScheduleWatch | None = None
+
+    def forget(self, key: Key) -> None:
+        """The object is gone or has left Temporal: its schedule is no longer watched."""
+        if self.watch is not None:
+            self.watch.forget(key)
 
     async def prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
         """Everything that can fail before the kubernetes side is touched: the connection
@@ -160,6 +169,11 @@ class TemporalBackend:
         )
         if history.wake_at is not None:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
+        if self.watch is not None:
+            self.watch.track(
+                _key(sj), prepared.connection, prepared.schedule_id,
+                description_digest(description),
+            )  # fmt: skip
         return Outcome(status, requeue, judgement.new_runs, history)
 
     async def handle_requests(
@@ -238,6 +252,7 @@ class TemporalBackend:
             if made is current and previous is not None and _same_place(previous, current):
                 continue
             await self._remove_made(sj, made, now, moving=False)
+        self.forget(_key(sj))
         await self._set_finalizer(sj, present=False)
 
     async def _remove_made(

@@ -46,10 +46,12 @@ async def observe_runs(
         scheduled = action.schedule_time.ToDatetime(tzinfo=UTC)
         started: datetime | None = action.actual_time.ToDatetime(tzinfo=UTC)
         status = action.start_workflow_status
-        # The status is eventually consistent, and absent on older servers: then
-        # only the schedule's list of running workflows says it is still going.
+        # The status is eventually consistent, absent on older servers, and left RUNNING
+        # for good when the run ends as it starts, or under Allow (Temporal does not
+        # follow those runs): only one among the schedule's running workflows is
+        # known to be going; any other is looked up.
         requested[workflow_id] = rq.backfill_of(sj.status.requests, scheduled, started or scheduled)
-        if status == _RUNNING or (status == _UNSPECIFIED and workflow_id in running):
+        if status in (_RUNNING, _UNSPECIFIED) and workflow_id in running:
             observed.append(workflow_run(
                 workflow_id, scheduled, status="RUNNING", start_time=started,
                 run_id=action.start_workflow_result.run_id,

@@ -10,8 +10,6 @@ from temporalio.client import (
     ScheduleDescription,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -24,6 +22,7 @@ from support import (
     eventually,
     ready,
     ready_condition,
+    tamper_interval,
     temporal_connection,
 )
 from support import (
@@ -189,12 +188,7 @@ def test_out_of_band_update_and_delete_are_restored(
     eventually(lambda: ready(kubectl, "drift", namespace), what="Ready")
     handle = temporal.client.get_schedule_handle(schedule_id(namespace, "drift"))
 
-    def tamper(current: ScheduleUpdateInput) -> ScheduleUpdate:
-        schedule = current.description.schedule
-        schedule.spec.intervals = [ScheduleIntervalSpec(every=timedelta(hours=7))]
-        return ScheduleUpdate(schedule=schedule)
-
-    temporal.run(lambda: handle.update(tamper))
+    temporal.run(lambda: handle.update(tamper_interval))
     eventually(
         lambda: (
             (d := describe(temporal, namespace, "drift")) is not None

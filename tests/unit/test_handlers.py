@@ -4,13 +4,15 @@ and the work queue they feed are shared with the reconcile workers and are not t
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from typing import Any
 
 import kopf
+import pytest
 from kopf._core.actions.invocation import invoke
 
-import sundial.handlers  # noqa: F401  (registers the handlers)
+import sundial.handlers
 from kube_doubles import QuietKube
 from sundial.backend import Key
 from sundial.planning.selector import parse_selector
@@ -228,3 +230,53 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
     queue, queued_for_the_echo = asyncio.run(scenario())
     assert queued_for_the_echo == 0
     assert len(queue.threads) == 1, "an annotation edit at the written version is news"
+
+
+def test_kopf_builds_no_diff_base_for_sundials_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf deep-copies every object on every watch event to diff it for change handlers;
+    Sundial has none. Through kopf's own event processing, with Sundial's settings: the
+    handler runs and nothing is copied."""
+    from kopf._cogs.configs import diffbase
+    from kopf._core.actions import lifecycles
+    from kopf._core.engines.indexing import OperatorIndexers
+    from kopf._core.reactor import inventory, processing
+
+    copies: list[object] = []
+    deepcopy = copy.deepcopy
+
+    def counting_deepcopy(value: object, *args: Any) -> object:
+        copies.append(value)
+        return deepcopy(value, *args)
+
+    monkeypatch.setattr(diffbase.copy, "deepcopy", counting_deepcopy)
+    resource = kopf.Resource("sundial.dev", "v1alpha1", "scheduledjobs", namespaced=True)
+    body = {"apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                         "resourceVersion": "9", "generation": 2,
+                         "annotations": {"sundial.dev/run-now": "a"}},
+            "spec": {"schedule": "* * * * *", "job": {"image": "app:1"}}}  # fmt: skip
+
+    async def scenario(settings: kopf.OperatorSettings) -> RecordingQueue:
+        queue = RecordingQueue()
+        await processing.process_resource_event(
+            lifecycle=lifecycles.all_at_once,
+            indexers=OperatorIndexers(),
+            registry=kopf.get_default_registry(),
+            settings=settings,
+            memories=inventory.ResourceMemories(),
+            memobase=_memo(queue),
+            resource=resource,
+            raw_event={"type": "MODIFIED", "object": body},
+            event_queue=asyncio.Queue(),
+            no_throttling=True,
+        )
+        return queue
+
+    settings = kopf.OperatorSettings()
+    sundial.handlers.configure(settings)
+    queue = asyncio.run(scenario(settings))
+    assert queue.threads, "the ScheduledJob's handler ran"
+    assert copies == []
+    # kopf as it comes copies (so this test can tell).
+    asyncio.run(scenario(kopf.OperatorSettings()))
+    assert copies

@@ -67,3 +67,15 @@ def test_a_temporal_schedule_is_looked_at_once_its_next_slot_has_settled() -> No
     # A slot further off than the resync period: the resync period.
     assert temporal_requeue([SLOT], jitter, SLOT - timedelta(seconds=50), 30.0) == 30.0
     assert temporal_requeue([], jitter, early, 30.0) == 30.0
+
+
+def test_a_temporal_slot_is_looked_at_when_it_settles_however_long_the_resync() -> None:
+    """The resync is a safety net (the listing of schedules wakes what changed), minutes
+    long: a minute schedule is still judged slot by slot, each once it has settled."""
+    jitter = timedelta(0)
+    early = SLOT - timedelta(seconds=20)
+    assert temporal_requeue([SLOT], jitter, early, 300.0) == pytest.approx(
+        (SLOT + SETTLE - early).total_seconds() + 1
+    )
+    # A daily slot hours away: the resync period.
+    assert temporal_requeue([SLOT], jitter, SLOT - timedelta(hours=5), 300.0) == 300.0

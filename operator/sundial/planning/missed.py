@@ -338,14 +338,12 @@ def tally(
 def temporal_requeue(
     next_runs: list[datetime], jitter: timedelta, now: datetime, resync: float
 ) -> float:
-    """Seconds until the next look at a Temporal schedule: the resync period, unless that
-    look would fall between the next slot and its settling (SETTLE and the jitter after
-    it). Such a look sees the slot's action but cannot judge the slot yet, so a frequent
-    schedule would be written twice per slot; it waits for the settling instead."""
+    """Seconds until the next look at a Temporal schedule: once the next slot has settled
+    (SETTLE and the jitter after it: a look between the slot and its settling sees the
+    action but cannot judge the slot, so the slot would be written twice), or the resync
+    period if that comes before the slot."""
     if not next_runs:
         return resync
-    due = now + timedelta(seconds=resync)
-    settles = next_runs[0] + SETTLE + jitter
-    if next_runs[0] <= due < settles:
-        return (settles - now).total_seconds() + 1
-    return resync
+    if now + timedelta(seconds=resync) < next_runs[0]:
+        return resync
+    return (next_runs[0] + SETTLE + jitter - now).total_seconds() + 1

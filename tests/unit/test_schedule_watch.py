@@ -1,0 +1,27 @@
+"""Which schedules a listing wakes (temporal_watch.changed): pure, no server."""
+
+from __future__ import annotations
+
+from sundial.temporal_watch import changed
+
+TRACKED = {"a", "b", "c"}
+
+
+def test_a_schedule_whose_entry_changed_or_that_left_the_list_is_looked_at() -> None:
+    listed = {"a": 1, "b": 2, "c": 3}
+    assert changed(listed, {"a": 1, "b": 20, "c": 3}, {}, TRACKED) == {"b"}
+    assert changed(listed, {"a": 1, "b": 2}, {}, TRACKED) == {"c"}
+    assert changed(listed, dict(listed), {}, TRACKED) == set()
+
+
+def test_a_first_listing_is_compared_with_what_the_pass_saw() -> None:
+    """The pass described the schedule, then someone paused it before the first listing
+    that shows it: that listing is the only one to tell."""
+    assert changed({}, {"a": 5}, {"a": 4}, {"a"}) == {"a"}
+    assert changed({}, {"a": 4}, {"a": 4}, {"a"}) == set()
+    # Not in the list yet (eventually consistent): nothing to say.
+    assert changed({}, {}, {"a": 4}, {"a"}) == set()
+
+
+def test_schedules_of_other_objects_or_operators_are_ignored() -> None:
+    assert changed({"x": 1}, {"x": 2, "y": 3}, {"y": 1}, TRACKED) == set()
