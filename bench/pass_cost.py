@@ -9,11 +9,12 @@ with the number of objects and slots. An in-memory API (`EchoingApi`) stores eac
 patch and hands the written object back to the watch cache, as the watch would. The
 workload is the bench's own worst steady case: kubernetes-backed `* * * * *` ScheduledJobs
 with `concurrencyPolicy: Forbid` whose first Job never ends (no node), so every slot is an
-overlap skip recorded with one status write. The clock is simulated: each minute, every
-object gets the pass its wake-up would give it, SETTLE after the slot.
+overlap skip recorded with one status write. The clock is simulated: each object is passed
+when its last pass asked to be (as the work queue's timer would), in time order.
 
-Reported: passes, status writes, CPU milliseconds per pass (process time), and the Python
-heap per object held by the cache and the operator's memories (tracemalloc).
+Reported: slots, passes, status writes (and per slot: one is the design), CPU
+milliseconds per pass (process time), and the Python heap per object held by the cache and
+the operator's memories (tracemalloc).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import heapq
 import pstats
 import sys
 import time
@@ -34,10 +36,11 @@ sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
 from workload import Item, scheduledjob  # noqa: E402
 
+from sundial.api.models import ScheduledJobSpec  # noqa: E402
 from sundial.events import EventRecorder  # noqa: E402
 from sundial.kubernetes_backend import KubernetesBackend  # noqa: E402
 from sundial.metrics import Metrics  # noqa: E402
-from sundial.planning.missed import SETTLE  # noqa: E402
+from sundial.planning.schedule import Timetable, timetable  # noqa: E402
 from sundial.reconcile import Reconciler  # noqa: E402
 from sundial.watchcache import WatchCache  # noqa: E402
 
@@ -133,7 +136,13 @@ def merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def run(count: int, minutes: int, profiler: cProfile.Profile | None) -> dict[str, float]:
+def timetable_of(schedule: str) -> Timetable:
+    return timetable(ScheduledJobSpec.model_validate({"schedule": schedule, "job": {"image": "a"}}))
+
+
+async def run(
+    count: int, minutes: int, profiler: cProfile.Profile | None, schedule: str = "* * * * *"
+) -> dict[str, float]:
     tracemalloc.start()
     heap_before = tracemalloc.get_traced_memory()[0]
     cache = WatchCache()
@@ -148,36 +157,51 @@ async def run(count: int, minutes: int, profiler: cProfile.Profile | None) -> di
     )  # fmt: skip
     keys = []
     for i in range(count):
-        item = Item(f"sj-{i:05d}", "minute", "kubernetes", "* * * * *", "UTC")
+        item = Item(f"sj-{i:05d}", "custom", "kubernetes", schedule, "UTC")
         sj = scheduledjob(item, NAMESPACE)
         sj["spec"]["concurrencyPolicy"] = "Forbid"  # type: ignore[index]
         api.create(sj)
         keys.append((NAMESPACE, item.name))
-    for key in keys:  # the first pass: CronJob applied, accounting started
-        await reconciler(key)
-    first_writes = api.status_writes
+    # Each object is passed when its own last pass asked to be (the work queue's timer),
+    # in time order: the first pass applies the CronJob and starts the accounting.
+    due: list[tuple[datetime, int, tuple[str, str]]] = [
+        (START, n, key) for n, key in enumerate(keys)
+    ]
+    heapq.heapify(due)
+    end = START + timedelta(minutes=minutes)
+    first_writes = -1
     passes = 0
     cpu = 0.0
-    for minute in range(1, minutes + 1):
-        slot = START.replace(second=0) + timedelta(minutes=minute)
-        now[0] = slot + SETTLE + timedelta(seconds=1)
+    sequence = len(keys)
+    while due and due[0][0] <= end:
+        moment, _, key = heapq.heappop(due)
+        now[0] = moment
+        if first_writes < 0 and moment > START:
+            first_writes = api.status_writes
         began = time.process_time()
-        if profiler is not None:
+        if profiler is not None and moment > START:
             profiler.enable()
-        for key in keys:
-            await reconciler(key)
+        requeue = await reconciler(key)
         if profiler is not None:
             profiler.disable()
-        cpu += time.process_time() - began
-        passes += len(keys)
+        if moment > START:
+            cpu += time.process_time() - began
+            passes += 1
+        if requeue is not None:
+            sequence += 1
+            heapq.heappush(due, (moment + timedelta(seconds=requeue), sequence, key))
+    slots = len(timetable_of(schedule).slots_between(START, end, 100_000)) * count
     heap = tracemalloc.get_traced_memory()[0] - heap_before
     tracemalloc.stop()
+    writes = api.status_writes - max(first_writes, 0)
     return {
         "objects": count,
+        "slots": slots,
         "passes": passes,
-        "status_writes": api.status_writes - first_writes,
+        "status_writes": writes,
+        "status_writes_per_slot": writes / max(slots, 1),
         "event_writes": api.event_writes,
-        "cpu_ms_per_pass": 1000 * cpu / passes,
+        "cpu_ms_per_pass": 1000 * cpu / max(passes, 1),
         "heap_kib_per_object": heap / 1024 / count,
     }
 
@@ -188,10 +212,11 @@ def main() -> None:
     )
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument("--schedule", default="* * * * *")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N")
     args = parser.parse_args()
     profiler = cProfile.Profile() if args.profile else None
-    result = asyncio.run(run(args.objects, args.minutes, profiler))
+    result = asyncio.run(run(args.objects, args.minutes, profiler, args.schedule))
     for name, value in result.items():
         print(f"{name:>22}: {value:.3f}" if isinstance(value, float) else f"{name:>22}: {value}")
     if profiler is not None:

@@ -4,7 +4,6 @@ the operator's event loop and reused, and one request budget for all of them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import time
@@ -338,14 +337,17 @@ class Temporal:
 
     async def create(
         self, connection: Connection, schedule_id: str, schedule: Schedule, memo: dict[str, str]
-    ) -> None:
+    ) -> bool:
+        """False if a schedule of that id is there already (an earlier pass's, whose answer
+        was lost, or someone else's: the caller describes it and decides)."""
         async with self._call(connection, "create the schedule") as client:
-            # Already there: an earlier pass created it and lost the answer; the next pass
-            # compares and updates it.
-            with contextlib.suppress(ScheduleAlreadyRunningError):
+            try:
                 await client.create_schedule(
                     schedule_id, schedule, memo=memo, rpc_timeout=RPC_TIMEOUT
                 )
+            except ScheduleAlreadyRunningError:
+                return False
+            return True
 
     async def update(
         self, connection: Connection, schedule_id: str, schedule: Schedule, *, keep_state: bool

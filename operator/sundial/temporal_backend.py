@@ -121,6 +121,10 @@ class TemporalBackend:
         previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
         if previous is not None and not _same_place(previous, desired):
             await self._remove_made(sj, previous, now, moving=True)
+        if _never_made(sj, previous):
+            # Nothing to look at first: the create says whether one is there (and then it
+            # is described and never claimed unseen), one request fewer per new object.
+            return Prepared(resolved.connection, resolved.ref, identity, None)
         try:
             description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
@@ -196,13 +200,16 @@ class TemporalBackend:
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         schedule = replace(schedule, state=ScheduleState(paused=True, note=SWITCH_NOTE))
         try:
-            await self._create(sj, prepared, schedule, spec_hash)
+            made = await self._create(sj, prepared, schedule, spec_hash)
         except TemporalRejected as error:
             raise SpecProblem(
                 error.reason,
                 f"{error}; the CronJob keeps running until Temporal accepts the schedule",
             ) from None
         description = await self._describe(prepared.connection, prepared.schedule_id)
+        if not made:  # one was there already: whose?
+            return await self._owned_or_adopted(sj, replace(prepared, description=description),
+                                                now)  # fmt: skip
         return replace(prepared, description=description)
 
     async def _owned_or_adopted(
@@ -305,12 +312,13 @@ class TemporalBackend:
 
     async def _create(
         self, sj: ScheduledJob, prepared: Prepared, schedule: Schedule, spec_hash: str
-    ) -> None:
+    ) -> bool:
         """The finalizer comes right before the first create: an object that never
-        reached Temporal has none, so deleting it never waits on a Temporal."""
+        reached Temporal has none, so deleting it never waits on a Temporal. False if a
+        schedule of that id was there already."""
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
-        await self.temporal.create(
+        return await self.temporal.create(
             prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
         )
 
@@ -321,11 +329,22 @@ class TemporalBackend:
         connection, identity = prepared.connection, prepared.schedule_id
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
         description = prepared.description
+        made = False
         if description is None:
-            await self._create(sj, prepared, schedule, spec_hash)
-            log.info("created Temporal schedule %s", identity)
+            made = await self._create(sj, prepared, schedule, spec_hash)
             description = await self._describe(connection, identity)
-        elif (
+            if made:
+                log.info("created Temporal schedule %s", identity)
+            else:
+                # One was there already (made by a pass whose answer was lost, or by
+                # someone else): never claimed unseen, adopted only on request.
+                prepared = replace(prepared, description=description)
+                if (await self._owned_or_adopted(sj, prepared, now)).description is None:
+                    made = await self._create(sj, prepared, schedule, spec_hash)
+                    if not made:
+                        raise TemporalUnavailable(f"schedule {identity} reappeared at once")
+                    description = await self._describe(connection, identity)
+        if not made and (
             sj.status.spec_hash != spec_hash
             or sj.status.backend_fingerprint != schedule_fingerprint(description)
         ):
@@ -400,6 +419,16 @@ class TemporalBackend:
             )
         except ApiException as error:
             raise Retry(f"updating finalizers: {api_error_message(error)}") from None
+
+
+def _never_made(sj: ScheduledJob, previous: MadeSchedule | None) -> bool:
+    """No schedule was ever made for this object: no finalizer (set before any create), no
+    schedule in status, and no adoption asked for (that needs the one there looked at)."""
+    return (
+        TEMPORAL_FINALIZER not in sj.metadata.finalizers
+        and previous is None
+        and ADOPT_ANNOTATION not in sj.metadata.annotations
+    )
 
 
 def _key(sj: ScheduledJob) -> Key:
