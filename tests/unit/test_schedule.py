@@ -15,6 +15,7 @@ from sundial.planning.schedule import (
     MACROS,
     ScheduleError,
     _parsed,
+    _shared,
     both_days_restricted,
     cron_slots,
     interval_slots,
@@ -235,9 +236,12 @@ class CountingCroniter(croniter):  # type: ignore[misc]
 def readings(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[CountingCroniter]]:
     CountingCroniter.readings = CountingCroniter.parsed = 0
     monkeypatch.setattr("sundial.planning.schedule.croniter", CountingCroniter)
-    _parsed.cache_clear()  # expressions parsed by earlier tests are plain croniters
+    # Expressions parsed and slots read by earlier tests are plain croniters' work.
+    _parsed.cache_clear()
+    _shared.clear()
     yield CountingCroniter
     _parsed.cache_clear()
+    _shared.clear()
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
@@ -286,6 +290,22 @@ def test_each_pass_reads_its_own_slots_from_an_expression_parsed_once(
     for _ in range(10):
         next(cron_slots("*/5 * * * *", ZoneInfo("Europe/Berlin"), after, backend="kubernetes"))
     assert readings.parsed == 1
+
+
+def test_passes_of_objects_with_the_same_schedule_read_each_slot_once(
+    readings: type[CountingCroniter],
+) -> None:
+    """A thousand minute schedules ask for the same minutes each minute: the first pass
+    reads them, the others are served what it read (each pass still its own Timetable)."""
+    now = datetime(2026, 12, 3, 12, 0, 30, tzinfo=UTC)
+    expected = [datetime(2026, 12, 3, 12, 1, tzinfo=UTC) + timedelta(minutes=n) for n in range(3)]
+    for _ in range(100):
+        table = timetable(spec(schedule="* * * * *", timeZone="Europe/Berlin"))
+        assert table.next_runs(now, 3) == expected
+        assert table.slots_between(now - timedelta(minutes=2), now, 10) == [
+            datetime(2026, 12, 3, 11, 59, tzinfo=UTC), datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+        ]  # fmt: skip
+    assert readings.readings <= 10
 
 
 def test_a_refused_schedule_is_refused_on_every_pass_and_a_valid_one_read_anew() -> None:

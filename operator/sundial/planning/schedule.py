@@ -17,6 +17,7 @@ import functools
 import heapq
 import re
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -236,6 +237,59 @@ def _parsed(cron: str, day_or: bool) -> croniter:
     return croniter(cron, datetime(2000, 1, 1), day_or=day_or)
 
 
+@dataclass
+class _Shared:
+    """Slots of one schedule strictly after `origin`, as far as anyone has read them."""
+
+    origin: datetime
+    source: Iterator[datetime]
+    slots: list[datetime] = field(default_factory=list)
+
+
+# The passes of every object with the same schedule ask for the same slots (a thousand
+# minute schedules read the same minute each minute): each is read from croniter once per
+# process. Bounded: SHARED_SCHEDULES schedules (least recently used go), each keeping at
+# most SHARED_SLOTS slots before it starts again from where it is asked.
+SHARED_SCHEDULES = 1024
+SHARED_SLOTS = 256
+_shared: OrderedDict[tuple[str, str, Backend], _Shared] = OrderedDict()
+
+
+def shared_cron_slots(
+    cron: str, zone: ZoneInfo, after: datetime, *, backend: Backend
+) -> Iterator[datetime]:
+    """cron_slots, from slots already read for any object of the same schedule."""
+    key = (cron, zone.key, backend)
+    shared = _shared.get(key)
+    if shared is None or not _serves(shared, after):
+        shared = _Shared(after, cron_slots(cron, zone, after, backend=backend))
+        _shared[key] = shared
+        while len(_shared) > SHARED_SCHEDULES:
+            _shared.popitem(last=False)
+    _shared.move_to_end(key)
+    # Appending keeps every reader's index valid; a full list is replaced above, never cut,
+    # so a reader still holding the old one reads on undisturbed.
+    index = bisect_right(shared.slots, after)
+    while True:
+        if index == len(shared.slots):
+            slot = next(shared.source, None)
+            if slot is None:
+                return
+            shared.slots.append(slot)
+        yield shared.slots[index]
+        index += 1
+
+
+def _serves(shared: _Shared, after: datetime) -> bool:
+    """Whether the slots held already reach past `after` (reading on from their end could
+    be a long way to a far `after`), on a list not yet full."""
+    return (
+        bool(shared.slots)
+        and shared.origin <= after < shared.slots[-1]
+        and len(shared.slots) < SHARED_SLOTS
+    )
+
+
 def _repeated_before(local: datetime, zone: ZoneInfo) -> timedelta:
     """How far back wall-clock times can still come after `local`: inside a repeated
     period, the earlier wall-clock times of it happen again (read with the later offset);
@@ -308,7 +362,7 @@ class Timetable:
 
     def _source(self, after: datetime) -> Iterator[datetime]:
         if self.cron is not None:
-            return cron_slots(self.cron, self.zone, after, backend=self.backend)
+            return shared_cron_slots(self.cron, self.zone, after, backend=self.backend)
         assert self.interval is not None
         return interval_slots(self.interval, after)
 
