@@ -48,6 +48,8 @@ OWNED_JOBS = {SCHEDULEDJOB_LABEL: kopf.PRESENT}
 OWNED_EVENTS_FOLDED = 1.0
 # How often the cache is checked against a full listing (client-go's informer resync).
 RELIST_SECONDS = 600.0
+# Listed objects put into the cache between two turns of the event loop.
+RELIST_BATCH = 200
 LISTINGS = (
     ("scheduledjobs", None),
     ("cronjobs", f"{MANAGED_BY_LABEL}={MANAGED_BY}"),
@@ -130,7 +132,11 @@ async def relist(
         started = time.monotonic()
         items = await kube.list_all(kind, namespaces, selector)
         listed: set[Key] = set()
-        for item in items:
+        for index, item in enumerate(items):
+            if index % RELIST_BATCH == RELIST_BATCH - 1:
+                # Thousands of objects at a go would hold the event loop for a tenth of a
+                # second and more: watch events and wake-ups wait no longer than a batch.
+                await asyncio.sleep(0)
             if kind == "scheduledjobs":
                 listed.add(cache.put_scheduledjob(item))
             elif kind == "cronjobs":

@@ -280,3 +280,37 @@ def test_kopf_builds_no_diff_base_for_sundials_events(monkeypatch: pytest.Monkey
     # kopf as it comes copies (so this test can tell).
     asyncio.run(scenario(kopf.OperatorSettings()))
     assert copies
+
+
+def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batches() -> None:
+    """Putting thousands of listed objects in the cache at a go held the event loop for a
+    tenth of a second and more: watch events and the lag sampler waited behind it."""
+    from sundial.handlers import RELIST_BATCH, relist
+
+    class Listing(QuietKube):
+        async def list_all(self, kind: str, *_: object) -> list[dict[str, Any]]:
+            if kind != "scheduledjobs":
+                return []
+            return [{"metadata": {"name": f"sj-{i}", "namespace": "shop",
+                                  "resourceVersion": str(i + 1)}} for i in range(2000)]  # fmt: skip
+
+    async def scenario() -> tuple[int, int]:
+        turns = 0
+
+        async def turning() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(turning())
+        await asyncio.sleep(0)
+        cache = WatchCache()
+        kube: Any = Listing()
+        await relist(kube, cache, [], parse_selector(""))
+        ticker.cancel()
+        return turns, len(cache.scheduledjob_keys())
+
+    turns, cached = asyncio.run(scenario())
+    assert cached == 2000
+    assert turns >= 2000 // RELIST_BATCH
