@@ -121,10 +121,6 @@ class TemporalBackend:
         previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
         if previous is not None and not _same_place(previous, desired):
             await self._remove_made(sj, previous, now, moving=True)
-        if _never_made(sj, previous):
-            # Nothing to look at first: the create says whether one is there (and then it
-            # is described and never claimed unseen), one request fewer per new object.
-            return Prepared(resolved.connection, resolved.ref, identity, None)
         try:
             description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
@@ -419,16 +415,6 @@ class TemporalBackend:
             )
         except ApiException as error:
             raise Retry(f"updating finalizers: {api_error_message(error)}") from None
-
-
-def _never_made(sj: ScheduledJob, previous: MadeSchedule | None) -> bool:
-    """No schedule was ever made for this object: no finalizer (set before any create), no
-    schedule in status, and no adoption asked for (that needs the one there looked at)."""
-    return (
-        TEMPORAL_FINALIZER not in sj.metadata.finalizers
-        and previous is None
-        and ADOPT_ANNOTATION not in sj.metadata.annotations
-    )
 
 
 def _key(sj: ScheduledJob) -> Key:
