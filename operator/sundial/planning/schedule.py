@@ -238,12 +238,26 @@ def _parsed(cron: str, day_or: bool) -> croniter:
 
 
 @dataclass
-class _Shared:
-    """Slots of one schedule strictly after `origin`, as far as anyone has read them."""
+class _SlotRun:
+    """Consecutive slots strictly after `origin`, read on demand from `source`, as far as
+    anyone has asked."""
 
     origin: datetime
     source: Iterator[datetime]
     slots: list[datetime] = field(default_factory=list)
+
+    def read(self, after: datetime) -> Iterator[datetime]:
+        """The slots strictly after `after` (not before `origin`). Appending keeps every
+        reader's index valid, so readers of one run may interleave."""
+        index = bisect_right(self.slots, after)
+        while True:
+            if index == len(self.slots):
+                slot = next(self.source, None)
+                if slot is None:
+                    return
+                self.slots.append(slot)
+            yield self.slots[index]
+            index += 1
 
 
 # The passes of every object with the same schedule ask for the same slots (a thousand
@@ -252,42 +266,29 @@ class _Shared:
 # most SHARED_SLOTS slots before it starts again from where it is asked.
 SHARED_SCHEDULES = 1024
 SHARED_SLOTS = 256
-_shared: OrderedDict[tuple[str, str, Backend], _Shared] = OrderedDict()
+_shared: OrderedDict[tuple[str, str, Backend], _SlotRun] = OrderedDict()
 
 
 def shared_cron_slots(
     cron: str, zone: ZoneInfo, after: datetime, *, backend: Backend
 ) -> Iterator[datetime]:
-    """cron_slots, from slots already read for any object of the same schedule."""
+    """cron_slots, from slots already read for any object of the same schedule. A full
+    run is replaced, never cut, so a reader still holding it reads on undisturbed."""
     key = (cron, zone.key, backend)
-    shared = _shared.get(key)
-    if shared is None or not _serves(shared, after):
-        shared = _Shared(after, cron_slots(cron, zone, after, backend=backend))
-        _shared[key] = shared
+    run = _shared.get(key)
+    if run is None or not _serves(run, after):
+        run = _SlotRun(after, cron_slots(cron, zone, after, backend=backend))
+        _shared[key] = run
         while len(_shared) > SHARED_SCHEDULES:
             _shared.popitem(last=False)
     _shared.move_to_end(key)
-    # Appending keeps every reader's index valid; a full list is replaced above, never cut,
-    # so a reader still holding the old one reads on undisturbed.
-    index = bisect_right(shared.slots, after)
-    while True:
-        if index == len(shared.slots):
-            slot = next(shared.source, None)
-            if slot is None:
-                return
-            shared.slots.append(slot)
-        yield shared.slots[index]
-        index += 1
+    return run.read(after)
 
 
-def _serves(shared: _Shared, after: datetime) -> bool:
+def _serves(run: _SlotRun, after: datetime) -> bool:
     """Whether the slots held already reach past `after` (reading on from their end could
     be a long way to a far `after`), on a list not yet full."""
-    return (
-        bool(shared.slots)
-        and shared.origin <= after < shared.slots[-1]
-        and len(shared.slots) < SHARED_SLOTS
-    )
+    return bool(run.slots) and run.origin <= after < run.slots[-1] and len(run.slots) < SHARED_SLOTS
 
 
 def _repeated_before(local: datetime, zone: ZoneInfo) -> timedelta:
@@ -312,22 +313,12 @@ def interval_slots(interval: IntervalSpec, after: datetime) -> Iterator[datetime
         index += 1
 
 
-@dataclass
-class _SlotRun:
-    """Consecutive slots strictly after `origin`, read on demand from `source`."""
-
-    origin: datetime
-    source: Iterator[datetime]
-    slots: list[datetime] = field(default_factory=list)
-
-    def covers(self, after: datetime) -> bool:
-        """Whether reading on from here reaches `after` with nothing left unread."""
-        return self.origin <= after <= (self.slots[-1] if self.slots else self.origin)
-
-
 @dataclass(frozen=True)
 class Timetable:
-    """A validated schedule: yields slots with the semantics of one backend."""
+    """A validated schedule: yields slots with the semantics of one backend. The cron
+    slots come from the runs shared by every object of the schedule (shared_cron_slots),
+    so the several questions of a pass (the judge from the watermark, the slot after
+    each, the next runs) and the passes of other objects read each slot once."""
 
     backend: Backend
     zone: ZoneInfo
@@ -335,36 +326,19 @@ class Timetable:
     interval: IntervalSpec | None
     start: datetime | None = None
     end: datetime | None = None
-    # The slots read so far, shared by every question asked of this timetable: a pass
-    # asks several (the judge from the watermark, the slot after each, the next runs) and
-    # reads each slot once. A Timetable lives for one pass, so this never outgrows it.
-    _read: list[_SlotRun] = field(default_factory=list, compare=False, repr=False)
 
     def slots(self, after: datetime) -> Iterator[datetime]:
         if self.start is not None and after < self.start:
             after = self.start - timedelta(microseconds=1)
-        run = next((run for run in self._read if run.covers(after)), None)
-        if run is None:
-            run = _SlotRun(after, self._source(after))
-            self._read.append(run)
-        index = bisect_right(run.slots, after)
-        while True:
-            if index == len(run.slots):
-                slot = next(run.source, None)
-                if slot is None:
-                    return
-                run.slots.append(slot)
-            slot = run.slots[index]
+        if self.cron is not None:
+            source = shared_cron_slots(self.cron, self.zone, after, backend=self.backend)
+        else:
+            assert self.interval is not None
+            source = interval_slots(self.interval, after)
+        for slot in source:
             if self.end is not None and slot > self.end:
                 return
             yield slot
-            index += 1
-
-    def _source(self, after: datetime) -> Iterator[datetime]:
-        if self.cron is not None:
-            return shared_cron_slots(self.cron, self.zone, after, backend=self.backend)
-        assert self.interval is not None
-        return interval_slots(self.interval, after)
 
     def next_runs(self, now: datetime, count: int = 3) -> list[datetime]:
         runs: list[datetime] = []
