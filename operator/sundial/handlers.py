@@ -217,7 +217,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     watch = ScheduleWatch(
         temporal, queue.add_after, prefix=config.schedule_id_prefix,
         interval=config.temporal_list_seconds,
-    )  # fmt: skip
+    ) if config.temporal_list_seconds else None  # fmt: skip
     memo.reconciler = reconciler = Reconciler(
         kube=kube,
         cache=cache,
@@ -230,7 +230,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             events=events,
             config=config,
             connections=connections,
-            watch=watch if config.temporal_list_seconds else None,
+            watch=watch,
         ),
     )
     memo.grace = config.shutdown_grace_seconds
@@ -243,7 +243,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
     ]
-    if config.temporal_list_seconds:
+    if watch is not None:
         memo.tasks.append(asyncio.create_task(watch.run(), name="sundial-schedule-watch"))
 
 

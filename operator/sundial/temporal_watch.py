@@ -95,9 +95,6 @@ class ScheduleWatch:
         if not tracked.keys:
             del self._connections[connection]
 
-    def tracked(self) -> int:
-        return len(self._where)
-
     async def look(self, connection: Connection) -> list[Key]:
         """List one connection's schedules; queue the objects whose entry changed, each
         once its newest action has settled (SETTLE and the jitter after its slot): a run
