@@ -31,8 +31,8 @@ from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 from sundial.workqueue import Retry
 
 RPC_TIMEOUT = timedelta(seconds=10)
-# Statuses of an action whose run has not been seen to end.
-_GOING = (
+# Statuses of a schedule's action whose run has not been seen to end.
+NOT_SEEN_ENDED = (
     WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED,
     WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING,
 )
@@ -173,7 +173,7 @@ def _digest(
 ) -> int:
     # The newest action (a run started), and the newest seen ended: both lists end the same.
     newest = actions[-1].SerializeToString(deterministic=True) if actions else None
-    ended = [a for a in actions if a.start_workflow_status not in _GOING]
+    ended = [a for a in actions if a.start_workflow_status not in NOT_SEEN_ENDED]
     newest_ended = ended[-1].SerializeToString(deterministic=True) if ended else None
     spec_bytes = spec.SerializeToString(deterministic=True)
     return hash((paused, notes, workflow_type, spec_bytes, newest, newest_ended))

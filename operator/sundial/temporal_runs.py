@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import ScheduleDescription
 
 from sundial.api.models import RequestStatus, ScheduledJob
@@ -16,13 +15,11 @@ from sundial.planning import requests as rq
 from sundial.planning.runs import ObservedRun, is_finished, workflow_run
 from sundial.planning.schedule import Timetable
 from sundial.planning.temporal_schedule import OVERLAP
-from sundial.temporal import Connection, Temporal, TemporalRejected
+from sundial.temporal import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
 
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
 # ended runs is worked off over passes, within the request budget.
 MAX_RUN_LOOKUPS = 10
-_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
-_UNSPECIFIED = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 
 
 async def observe_runs(
@@ -51,7 +48,7 @@ async def observe_runs(
         # follow those runs): only one among the schedule's running workflows is
         # known to be going; any other is looked up.
         requested[workflow_id] = rq.backfill_of(sj.status.requests, scheduled, started or scheduled)
-        if status in (_RUNNING, _UNSPECIFIED) and workflow_id in running:
+        if status in NOT_SEEN_ENDED and workflow_id in running:
             observed.append(workflow_run(
                 workflow_id, scheduled, status="RUNNING", start_time=started,
                 run_id=action.start_workflow_result.run_id,
