@@ -156,3 +156,24 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
     assert datetime.now(UTC) - parse_time(current["recentRuns"][0]["scheduledTime"]) < timedelta(
         minutes=3
     )
+
+
+@pytest.mark.timeout(300)
+def test_a_run_temporal_never_follows_is_looked_up_and_its_end_recorded(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Under Allow, Temporal leaves the action's status RUNNING for good (it does not
+    follow those runs): the run is looked up, and its end reaches recentRuns."""
+    temporal.ensure_worker()
+    kubectl.apply(scheduledjob(
+        "allowed", namespace, interval={"every": "1h"}, concurrencyPolicy="Allow",
+        workflow={"type": "SundialSleep", "taskQueue": TASK_QUEUE, "args": [2]},
+    ))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "allowed", namespace).get("conditions"), what="status")
+    handle = temporal.client.get_schedule_handle(f"sundial/{namespace}/allowed")
+    temporal.run(handle.trigger)
+    eventually(
+        lambda: ended_runs(kubectl, "allowed", namespace, "Succeeded"),
+        timeout=90,
+        what="the run's end in recentRuns",
+    )
