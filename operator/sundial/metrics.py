@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-from collections.abc import Awaitable, Callable
+import gc
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -14,7 +17,9 @@ from sundial.planning.runs import RunHistory
 
 Key = tuple[str, str]
 
-# Few buckets: every series is per ScheduledJob (cardinality = objects x buckets).
+# The distributions are per namespace and backend, never per object: a histogram per
+# ScheduledJob multiplies the series by its buckets (60,000 at 5,000 objects) and was most of
+# the operator's memory per object. Per object, gauges say how the latest run went.
 DURATION_BUCKETS = (1, 10, 60, 300, 900, 3600, 4 * 3600, float("inf"))
 DELAY_BUCKETS = (1, 5, 15, 60, 300, float("inf"))
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, float("inf"))
@@ -59,6 +64,12 @@ class Metrics:
             "(watch events and timers wait that long).",
             buckets=LAG_BUCKETS, registry=self.registry,
         )  # fmt: skip
+        self.gc_pause = Histogram(
+            "sundial_gc_pause_seconds",
+            "How long each garbage collection took, by generation: it stops the event loop "
+            "too, so this tells the collector's share of the loop lag.",
+            ["generation"], buckets=LAG_BUCKETS, registry=self.registry,
+        )  # fmt: skip
         self.temporal_requests = Counter(
             "sundial_temporal_requests", "Requests made to Temporal (all connections).",
             registry=self.registry,
@@ -68,13 +79,24 @@ class Metrics:
             "sundial_runs", "Runs that ended, by result (Succeeded, Failed, TimedOut, ...).",
             [*object_labels, "result"], registry=self.registry,
         )  # fmt: skip
+        namespace_labels = ["namespace", "backend"]
         self.run_duration = Histogram(
-            "sundial_run_duration_seconds", "How long each run that ended took.",
-            object_labels, buckets=DURATION_BUCKETS, registry=self.registry,
+            "sundial_run_duration_seconds", "How long each run that ended took, per namespace.",
+            namespace_labels, buckets=DURATION_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.start_delay = Histogram(
-            "sundial_run_start_delay_seconds", "How late each run started after its slot.",
-            object_labels, buckets=DELAY_BUCKETS, registry=self.registry,
+            "sundial_run_start_delay_seconds",
+            "How late each run started after its slot, per namespace.",
+            namespace_labels, buckets=DELAY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.last_duration = Gauge(
+            "sundial_last_run_duration_seconds", "How long the latest run that ended took.",
+            object_labels, registry=self.registry,
+        )  # fmt: skip
+        self.last_start_delay = Gauge(
+            "sundial_last_run_start_delay_seconds",
+            "How late the latest run that started began after its slot.",
+            object_labels, registry=self.registry,
         )  # fmt: skip
         self.consecutive_failures = Gauge(
             "sundial_consecutive_failures", "Failed or timed-out runs since the last success.",
@@ -90,6 +112,8 @@ class Metrics:
             [*object_labels, "condition"], registry=self.registry,
         )  # fmt: skip
         self._labelled: dict[Key, str] = {}
+        # Objects labelled per (namespace, backend): the namespace's histograms go with its last.
+        self._per_namespace: collections.Counter[tuple[str, str]] = collections.Counter()
         self._results: dict[Key, set[str]] = {}
         self._reasons: dict[Key, set[tuple[str, str]]] = {}
 
@@ -119,6 +143,25 @@ class Metrics:
             asked = loop.time() + interval
             await asyncio.sleep(interval)
             self.loop_lag.observe(max(loop.time() - asked, 0.0))
+
+    @contextlib.contextmanager
+    def watching_gc(self) -> Iterator[None]:
+        """Time every garbage collection while inside (gc's own callbacks, in whichever
+        thread collects)."""
+        started: list[float] = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                pause = time.perf_counter() - started[0]
+                self.gc_pause.labels(str(info["generation"])).observe(pause)
+
+        gc.callbacks.append(on_gc)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(on_gc)
 
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)
@@ -152,10 +195,14 @@ class Metrics:
             self.runs_total.labels(*key, backend, run.result).inc()
             self._results.setdefault(key, set()).add(run.result)
             if run.duration_seconds is not None:
-                self.run_duration.labels(*key, backend).observe(run.duration_seconds)
-        for run in history.newly_started if history else []:
+                self.run_duration.labels(key[0], backend).observe(run.duration_seconds)
+                self.last_duration.labels(*key, backend).set(run.duration_seconds)
+        started = history.newly_started if history else []
+        for run in sorted(started, key=lambda run: run.start_time or run.scheduled_time):
             if run.start_delay_seconds is not None:
-                self.start_delay.labels(*key, backend).observe(max(run.start_delay_seconds, 0))
+                delay = max(run.start_delay_seconds, 0)
+                self.start_delay.labels(key[0], backend).observe(delay)
+                self.last_start_delay.labels(*key, backend).set(delay)
         if history is not None:
             self.consecutive_failures.labels(*key, backend).set(history.consecutive_failures)
             self.running_runs.labels(*key, backend).set(history.running)
@@ -170,6 +217,8 @@ class Metrics:
         old_backend = self._labelled.get(key)
         if old_backend is not None and old_backend != backend:
             self.forget(key)
+        if old_backend != backend:
+            self._per_namespace[key[0], backend] += 1
         self._labelled[key] = backend
 
     def forget(self, key: Key) -> None:
@@ -178,9 +227,15 @@ class Metrics:
         if backend is None:
             return
         labels = (*key, backend)
-        for metric in (self.last_run, self.next_run, self.run_duration, self.start_delay,
+        for metric in (self.last_run, self.next_run, self.last_duration, self.last_start_delay,
                        self.consecutive_failures, self.running_runs, self.unknown):  # fmt: skip
             _remove(metric, *labels)
+        place = (key[0], backend)
+        self._per_namespace[place] -= 1
+        if self._per_namespace[place] <= 0:
+            del self._per_namespace[place]
+            _remove(self.run_duration, *place)
+            _remove(self.start_delay, *place)
         for result in self._results.pop(key, set()):
             _remove(self.runs_total, *labels, result)
         for name in WATCHED_CONDITIONS:

@@ -304,7 +304,8 @@ def outcomes_durations_thresholds_and_signals(
     assert metrics[sample("sundial_runs_total", name="exits", result="Failed", **labels)] >= 1
     assert metrics[sample("sundial_runs_total", name="streak", result="Succeeded", **labels)] == 2
     assert metrics[sample("sundial_runs_total", name="streak", result="Failed", **labels)] == 2
-    assert metrics[sample("sundial_run_duration_seconds_count", name="succeeds", **labels)] >= 1
+    assert metrics[sample("sundial_last_run_duration_seconds", name="succeeds", **labels)] > 0
+    assert metrics[sample("sundial_run_duration_seconds_count", **labels)] >= 1  # per namespace
     assert metrics[sample("sundial_consecutive_failures", name="streak", **labels)] == 0
     assert metrics[sample("sundial_condition", name="exits", condition="RunsFailing",
                           **labels)] == 1  # fmt: skip

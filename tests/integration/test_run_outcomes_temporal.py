@@ -150,7 +150,8 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
     labels = {"namespace": namespace, "backend": "temporal"}
     assert metrics[sample("sundial_runs_total", name="fails", result="Failed", **labels)] >= 2
     assert metrics[sample("sundial_runs_total", name="fails", result="Succeeded", **labels)] >= 2
-    assert metrics[sample("sundial_run_duration_seconds_count", name="too-long", **labels)] >= 1
+    assert metrics[sample("sundial_last_run_duration_seconds", name="too-long", **labels)] > 0
+    assert metrics[sample("sundial_run_duration_seconds_count", **labels)] >= 1  # per namespace
     assert metrics[sample("sundial_condition", name="too-long", condition="RunTooLong",
                           **labels)] == 1  # fmt: skip
     assert datetime.now(UTC) - parse_time(current["recentRuns"][0]["scheduledTime"]) < timedelta(

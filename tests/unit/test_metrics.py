@@ -4,6 +4,7 @@ the object; and every metric the shipped alerts use is one the operator exports.
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import time
 from datetime import UTC, datetime, timedelta
@@ -50,14 +51,42 @@ def test_ended_runs_are_counted_once_with_their_durations_and_dropped_with_the_o
         metrics.history(KEY, "kubernetes", history, status)
     assert value(metrics, "sundial_runs_total", result="Failed") == 1
     assert value(metrics, "sundial_runs_total", result="Succeeded") == 1
-    assert value(metrics, "sundial_run_duration_seconds_count") == 2
-    assert value(metrics, "sundial_run_duration_seconds_sum") == 60
-    assert value(metrics, "sundial_run_start_delay_seconds_count") == 2
+    assert value(metrics, "sundial_last_run_duration_seconds") == 30
+    assert value(metrics, "sundial_last_run_start_delay_seconds") == 2
     assert value(metrics, "sundial_consecutive_failures") == 0
+    # The distributions are per namespace: their series do not grow with the objects.
+    assert namespace_value(metrics, "sundial_run_duration_seconds_count") == 2
+    assert namespace_value(metrics, "sundial_run_duration_seconds_sum") == 60
+    assert namespace_value(metrics, "sundial_run_start_delay_seconds_count") == 2
     metrics.forget(KEY)
     assert value(metrics, "sundial_runs_total", result="Failed") is None
-    assert value(metrics, "sundial_run_duration_seconds_count") is None
+    assert value(metrics, "sundial_last_run_duration_seconds") is None
     assert value(metrics, "sundial_consecutive_failures") is None
+    # The namespace's last object is gone, and with it the namespace's distributions.
+    assert namespace_value(metrics, "sundial_run_duration_seconds_count") is None
+
+
+def namespace_value(metrics: Metrics, name: str) -> float | None:
+    return metrics.registry.get_sample_value(name, {"namespace": "team", "backend": "kubernetes"})
+
+
+def test_series_per_object_are_few_and_none_is_a_histogram() -> None:
+    """Per-object histograms multiply the series by their buckets (tens of thousands at
+    5,000 objects, and most of the operator's memory per object): the per-object view is
+    gauges, the distributions are per namespace."""
+    metrics = Metrics()
+    for index in range(50):
+        key = ("team", f"job-{index}")
+        history = run_history(ScheduledJobStatus(), [job_run(job(0, True))], Limits(),
+                              T0 + timedelta(minutes=5), complete=True)  # fmt: skip
+        metrics.history(key, "kubernetes", history, ScheduledJobStatus())
+        metrics.times(key, "kubernetes", T0, T0 + timedelta(minutes=1))
+    per_object = [
+        sample for family in metrics.registry.collect() for sample in family.samples
+        if sample.labels.get("name", "").startswith("job-")
+    ]  # fmt: skip
+    assert len(per_object) <= 50 * 8, len(per_object)
+    assert not [s for s in per_object if s.name.endswith("_bucket")]
 
 
 def test_every_metric_in_the_shipped_alerts_is_exported() -> None:
@@ -96,3 +125,18 @@ def test_a_blocked_event_loop_shows_in_the_loop_lag() -> None:
     assert count is not None
     assert quick is not None
     assert count - quick == 1, "exactly one tick was late by more than 0.1 s"
+
+
+def test_a_full_garbage_collection_shows_in_the_gc_pauses_and_the_watch_comes_off() -> None:
+    """A collection stops every thread, the event loop's too: its pauses are measured, by
+    generation, so loop lag can be told apart from the collector's."""
+    metrics = Metrics()
+    with metrics.watching_gc():
+        gc.collect()
+        gc.collect()
+    full = metrics.registry.get_sample_value("sundial_gc_pause_seconds_count", {"generation": "2"})
+    assert full is not None
+    assert full >= 2
+    gc.collect()
+    after = metrics.registry.get_sample_value("sundial_gc_pause_seconds_count", {"generation": "2"})
+    assert after == full
