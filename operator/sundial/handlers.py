@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import kopf
 
 from sundial.api.models import GROUP, PLURAL, VERSION
 from sundial.backend import Key
+from sundial.collector import collect_every, collect_on_a_timer
 from sundial.config import OperatorConfig
 from sundial.connections import ConnectionResolver
 from sundial.events import EventRecorder
@@ -37,7 +37,7 @@ from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend
 from sundial.temporal_watch import ScheduleWatch
-from sundial.watchcache import WatchCache, changed_by_someone, object_key
+from sundial.watchcache import WatchCache, changed_by_someone, object_key, status_of
 from sundial.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,13 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
         return
     cache.put_scheduledjob(obj)
     # Compared as cached (an event older than the cache is no news either).
-    news = changed_by_someone(previous, cache.scheduledjob(key))
+    current = cache.scheduledjob(key)
+    news = changed_by_someone(previous, current)
     reconciler: Reconciler | None = memo.get("reconciler")
     if not news and reconciler is not None and reconciler.wrote(key, obj):
         return  # Sundial's own status write coming back: its pass saw all of it
+    if not news and previous is not None and status_of(previous) == status_of(current):
+        return  # neither spec nor status moved: the finalizer Sundial set, coming back
     # Other status writes wait their turn behind changed objects.
     memo.queue.add(key, urgent=news)
 
@@ -204,15 +207,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.health.cache_filled = True
     for key in cache.scheduledjob_keys():
         queue.add(key)
-    # What start-up made (modules, clients, schemas, the listed objects) lives about as long
-    # as the process: frozen out of the collector's sight, a full collection walks only what
-    # came after, and its pause (which stops the event loop) shrinks with it.
-    gc.freeze()
+    collect_on_a_timer()
 
     events = EventRecorder(kube)
-    budget = RequestBudget(
-        config.temporal_requests_per_second, on_request=metrics.temporal_requests.inc
-    )
+    budget = RequestBudget(config.temporal_requests_per_second, on_request=metrics.temporal_request)
     per_address = config.temporal_connections_per_address or max(1, config.workers // 2)
     temporal = Temporal(budget, per_address=per_address)
     connections = ConnectionResolver(
@@ -250,6 +248,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
         asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
+        asyncio.create_task(collect_every(), name="sundial-gc"),
     ]
     if watch is not None:
         memo.tasks.append(asyncio.create_task(watch.run(), name="sundial-schedule-watch"))

@@ -71,8 +71,9 @@ class Metrics:
             ["generation"], buckets=LAG_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.temporal_requests = Counter(
-            "sundial_temporal_requests", "Requests made to Temporal (all connections).",
-            registry=self.registry,
+            "sundial_temporal_requests",
+            "Requests made to Temporal (all connections), by gRPC method.",
+            ["operation"], registry=self.registry,
         )  # fmt: skip
         object_labels = ["namespace", "name", "backend"]
         self.runs_total = Counter(
@@ -143,6 +144,9 @@ class Metrics:
             asked = loop.time() + interval
             await asyncio.sleep(interval)
             self.loop_lag.observe(max(loop.time() - asked, 0.0))
+
+    def temporal_request(self, operation: str) -> None:
+        self.temporal_requests.labels(operation).inc()
 
     @contextlib.contextmanager
     def watching_gc(self) -> Iterator[None]:

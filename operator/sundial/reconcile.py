@@ -296,7 +296,8 @@ class Reconciler:
         self, sj: ScheduledJob, body: dict[str, Any], new: ScheduledJobStatus
     ) -> None:
         old_document = dict(body.get("status") or {})
-        patch = st.merge_patch(old_document, st.status_document(new))
+        new_document = st.status_document(new)
+        patch = st.merge_patch(old_document, new_document)
         if not patch:
             self._settle_accounting((sj.metadata.namespace, sj.metadata.name), new)
             return
@@ -311,7 +312,7 @@ class Reconciler:
                 return  # deleted meanwhile
             raise Retry(f"writing status: {api_error_message(error)}") from None
         key = (sj.metadata.namespace, sj.metadata.name)
-        self._written_status.remember(key, written, st.status_document(new))
+        self._written_status.remember(key, written, new_document)
         self._settle_accounting(key, new)
 
     def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:

@@ -95,7 +95,7 @@ class RequestBudget:
         self,
         per_second: float,
         burst: int | None = None,
-        on_request: Callable[[], None] | None = None,
+        on_request: Callable[[str], None] | None = None,
     ) -> None:
         self.per_second = per_second
         self._on_request = on_request
@@ -104,7 +104,7 @@ class RequestBudget:
         self._updated = time.monotonic()
         self._lock = asyncio.Lock()
 
-    async def take(self) -> None:
+    async def take(self, operation: str = "") -> None:
         async with self._lock:
             while True:
                 now = time.monotonic()
@@ -115,7 +115,7 @@ class RequestBudget:
                 if self._tokens >= 1:
                     self._tokens -= 1
                     if self._on_request is not None:
-                        self._on_request()
+                        self._on_request(operation)
                     return
                 await asyncio.sleep((1 - self._tokens) / self.per_second)
 
@@ -271,7 +271,11 @@ class Temporal:
             ) from None
 
     @asynccontextmanager
-    async def _call(self, connection: Connection, what: str) -> AsyncIterator[Client]:
+    async def _call(
+        self, connection: Connection, operation: str, what: str
+    ) -> AsyncIterator[Client]:
+        """One request: `operation` is the gRPC method (the requests metric's label),
+        `what` says it in errors."""
         breaker = self._breakers.setdefault(connection.address, _Breaker())
         wait = breaker.open_until - self._clock()
         if wait > 0:
@@ -285,7 +289,7 @@ class Temporal:
         async with in_flight:
             try:
                 client = await self.client(connection)
-                await self.budget.take()
+                await self.budget.take(operation)
                 yield client
             except TemporalUnavailable as error:
                 self._trip(breaker, str(error))
@@ -326,7 +330,9 @@ class Temporal:
         self, connection: Connection, schedule_id: str
     ) -> ScheduleDescription | None:
         try:
-            async with self._call(connection, "describe the schedule") as client:
+            async with self._call(
+                connection, "DescribeSchedule", "describe the schedule"
+            ) as client:
                 return await client.get_schedule_handle(schedule_id).describe(
                     rpc_timeout=RPC_TIMEOUT
                 )
@@ -340,7 +346,7 @@ class Temporal:
     ) -> bool:
         """False if a schedule of that id is there already (an earlier pass's, whose answer
         was lost, or someone else's: the caller describes it and decides)."""
-        async with self._call(connection, "create the schedule") as client:
+        async with self._call(connection, "CreateSchedule", "create the schedule") as client:
             try:
                 await client.create_schedule(
                     schedule_id, schedule, memo=memo, rpc_timeout=RPC_TIMEOUT
@@ -361,13 +367,15 @@ class Temporal:
                 new.state = current.description.schedule.state
             return ScheduleUpdate(schedule=new)
 
-        async with self._call(connection, "update the schedule") as client:
+        async with self._call(connection, "UpdateSchedule", "update the schedule") as client:
             await client.get_schedule_handle(schedule_id).update(replace, rpc_timeout=RPC_TIMEOUT)
 
     async def set_paused(
         self, connection: Connection, schedule_id: str, paused: bool, note: str
     ) -> None:
-        async with self._call(connection, "pause or unpause the schedule") as client:
+        async with self._call(
+            connection, "PatchSchedule", "pause or unpause the schedule"
+        ) as client:
             handle = client.get_schedule_handle(schedule_id)
             if paused:
                 await handle.pause(note=note, rpc_timeout=RPC_TIMEOUT)
@@ -418,7 +426,7 @@ class Temporal:
         request_id: str,
         what: str,
     ) -> None:
-        async with self._call(connection, what) as client:
+        async with self._call(connection, "PatchSchedule", what) as client:
             await client.workflow_service.patch_schedule(
                 workflowservice_pb.PatchScheduleRequest(
                     namespace=connection.namespace,
@@ -436,7 +444,9 @@ class Temporal:
         chain); None if the server no longer has it (past the namespace's retention). A
         failed one costs a second request, for its close event's failure."""
         try:
-            async with self._call(connection, "describe the workflow") as client:
+            async with self._call(
+                connection, "DescribeWorkflowExecution", "describe the workflow"
+            ) as client:
                 handle = client.get_workflow_handle(workflow_id)
                 described = await handle.describe(rpc_timeout=RPC_TIMEOUT)
         except RPCError as error:
@@ -457,7 +467,9 @@ class Temporal:
         )
 
     async def _failure(self, connection: Connection, workflow_id: str) -> tuple[str, str]:
-        async with self._call(connection, "read the workflow's close event") as client:
+        async with self._call(
+            connection, "GetWorkflowExecutionHistory", "read the workflow's close event"
+        ) as client:
             handle = client.get_workflow_handle(workflow_id)
             async for event in handle.fetch_history_events(
                 event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT,
@@ -481,7 +493,7 @@ class Temporal:
         listed: dict[str, Listed] = {}
         token = b""
         while True:
-            async with self._call(connection, "list the schedules") as client:
+            async with self._call(connection, "ListSchedules", "list the schedules") as client:
                 page = await client.workflow_service.list_schedules(
                     workflowservice_pb.ListSchedulesRequest(
                         namespace=connection.namespace,
@@ -500,7 +512,7 @@ class Temporal:
 
     async def delete(self, connection: Connection, schedule_id: str) -> None:
         try:
-            async with self._call(connection, "delete the schedule") as client:
+            async with self._call(connection, "DeleteSchedule", "delete the schedule") as client:
                 await client.get_schedule_handle(schedule_id).delete(rpc_timeout=RPC_TIMEOUT)
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:

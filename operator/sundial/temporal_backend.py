@@ -121,11 +121,28 @@ class TemporalBackend:
         previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
         if previous is not None and not _same_place(previous, desired):
             await self._remove_made(sj, previous, now, moving=True)
+        if self._surely_new(sj, resolved.connection):
+            return Prepared(resolved.connection, resolved.ref, identity, None)
         try:
             description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
             raise SpecProblem(error.reason, str(error), retry_after=60.0) from None
         return Prepared(resolved.connection, resolved.ref, identity, description)
+
+    def _surely_new(self, sj: ScheduledJob, connection: Connection) -> bool:
+        """An object that never reached Temporal (no schedule in its status, no finalizer),
+        at a connection whose listing has just answered: its schedule is created without
+        describing first, a third of the requests a new object costs (describe, create,
+        describe). A create that finds the id taken describes it then and judges whose it
+        is, as a describe-first pass would. The listing stands for the describe's other use:
+        the address, credentials and namespace answer, so the finalizer set before the
+        create does not hold a deletion on a Temporal that was refusing this object."""
+        return (
+            self.watch is not None
+            and sj.status.backend_ref is None
+            and TEMPORAL_FINALIZER not in sj.metadata.finalizers
+            and self.watch.answered_lately(connection)
+        )
 
     async def reconcile(
         self,

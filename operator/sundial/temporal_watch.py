@@ -49,6 +49,12 @@ def changed(
     return woken
 
 
+def listed_lately(answered: datetime, now: datetime, interval: float) -> bool:
+    """A listing that answered at `answered` still vouches for its connection at `now`:
+    within two rounds of the listing (one may be late behind a slow Temporal)."""
+    return (now - answered).total_seconds() <= 2 * interval + 1
+
+
 @dataclass
 class _Connection:
     """The tracked schedules at one connection: by id, their object; the last listing's
@@ -68,6 +74,13 @@ class ScheduleWatch:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _connections: dict[Connection, _Connection] = field(default_factory=dict)
     _where: dict[Key, tuple[Connection, str]] = field(default_factory=dict)
+    _answered: dict[Connection, datetime] = field(default_factory=dict)
+
+    def answered_lately(self, connection: Connection) -> bool:
+        """The connection's listing succeeded within the last two rounds: its address,
+        credentials and Temporal namespace work (what a describe would have shown)."""
+        answered = self._answered.get(connection)
+        return answered is not None and listed_lately(answered, self.clock(), self.interval)
 
     def track(self, key: Key, connection: Connection, schedule_id: str, seen: int) -> None:
         """After each pass: the object's schedule is at this connection under this id, and
@@ -94,6 +107,7 @@ class ScheduleWatch:
             schedules.pop(schedule_id, None)
         if not tracked.keys:
             del self._connections[connection]
+            self._answered.pop(connection, None)
 
     async def look(self, connection: Connection) -> list[Key]:
         """List one connection's schedules; queue the objects whose entry changed, each
@@ -104,6 +118,7 @@ class ScheduleWatch:
         tracked = self._connections.get(connection)
         if tracked is None:  # every object on it was forgotten while the list was read
             return []
+        self._answered[connection] = self.clock()
         current = {schedule: listed.digest for schedule, listed in listing.items()}
         schedules = set(tracked.keys)
         woken = sorted(changed(tracked.listed, current, tracked.seen, schedules))

@@ -333,6 +333,10 @@ def _number(version: str | None) -> int | None:
     return resource_version({"metadata": {"resourceVersion": version}})
 
 
+def status_of(obj: dict[str, Any] | None) -> Any:
+    return (obj or {}).get("status")
+
+
 def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
     """Whether a ScheduledJob event is news from outside: a new object, a spec change
     (generation), or new annotations (requests, adoption) or deletion; not one of

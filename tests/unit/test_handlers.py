@@ -232,6 +232,30 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
     assert len(queue.threads) == 1, "an annotation edit at the written version is news"
 
 
+def test_the_finalizer_sundial_set_coming_back_needs_no_pass_but_a_status_by_someone_does() -> None:
+    """A new temporal-backed object's first pass sets the finalizer: its watch event moved
+    neither spec nor status, and a second pass for it cost a Temporal describe per new
+    object. A status written by someone else still queues one."""
+
+    async def scenario() -> tuple[int, int]:
+        queue = RecordingQueue()
+        memo = _memo(queue, selector="team=a")
+        cached = memo.cache.scheduledjob(("shop", "invoices"))
+        finalized = {**cached, "metadata": {
+            **cached["metadata"], "resourceVersion": "4",
+            "finalizers": ["sundial.dev/temporal-schedule"]}}  # fmt: skip
+        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", finalized)
+        after_finalizer = len(queue.threads)
+        edited = {**finalized, "metadata": {**finalized["metadata"], "resourceVersion": "5"},
+                  "status": {"observedGeneration": 1}}  # fmt: skip
+        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", edited)
+        return after_finalizer, len(queue.threads)
+
+    after_finalizer, after_status = asyncio.run(scenario())
+    assert after_finalizer == 0
+    assert after_status == 1
+
+
 def test_kopf_builds_no_diff_base_for_sundials_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """kopf deep-copies every object on every watch event to diff it for change handlers;
     Sundial has none. Through kopf's own event processing, with Sundial's settings: the

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sundial.temporal_watch import changed
+from datetime import UTC, datetime, timedelta
+
+from sundial.temporal_watch import changed, listed_lately
 
 TRACKED = {"a", "b", "c"}
 
@@ -25,3 +27,12 @@ def test_a_first_listing_is_compared_with_what_the_pass_saw() -> None:
 
 def test_schedules_of_other_objects_or_operators_are_ignored() -> None:
     assert changed({"x": 1}, {"x": 2, "y": 3}, {"y": 1}, TRACKED) == set()
+
+
+def test_a_listing_vouches_for_its_connection_for_two_rounds_only() -> None:
+    """A new object's schedule is created without a describe only while a listing of its
+    connection answered lately; a listing that stopped answering stops vouching."""
+    answered = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+    assert listed_lately(answered, answered + timedelta(seconds=10), interval=10)
+    assert listed_lately(answered, answered + timedelta(seconds=21), interval=10)
+    assert not listed_lately(answered, answered + timedelta(seconds=22), interval=10)
