@@ -71,7 +71,16 @@ class Reconciler:
         that wrote it saw everything it says, so its watch event needs no pass of its own
         (half the passes of a steady state otherwise)."""
         version = resource_version(obj)
-        return version is not None and self._written_status.version(key) == version
+        if version is None or self._written_status.version(key) != version:
+            return False
+        # The cache holds this version now: the remembered copy of the status can go (held
+        # until the next pass, it was a second copy per object, an hour for an hourly one).
+        self._written_status.read(key, version)
+        return True
+
+    def remembered_statuses(self) -> int:
+        """Status writes held until the cache shows them (memory: at most one per object)."""
+        return len(self._written_status)
 
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the

@@ -33,16 +33,17 @@ def changed(
     listed: dict[str, int], current: dict[str, int], seen: dict[str, int], tracked: set[str]
 ) -> set[str]:
     """Tracked schedules to look at after a listing (`current`): one whose entry differs
-    from the last listing's (`listed`), or has left the list; and one listed for the first
-    time whose entry differs from what its own pass saw (`seen`: a change between that
-    pass and this listing). Comparing a listing only with listings, and a pass's view only
-    once, keeps the two sources from waking an object again and again should they ever
-    disagree on an unchanged schedule."""
+    from the last listing's (`listed`), or has left the list, unless its object's latest
+    pass saw it so already (`seen`: each slot's own pass usually has, by the listing after
+    it); and one listed for the first time whose entry differs from what its latest pass
+    saw. What a pass saw only ever holds a wake back (but for a first listing), and a
+    listing is compared with the listing before it, so the two sources cannot wake an
+    object again and again should they ever disagree on an unchanged schedule."""
     woken = set()
     for schedule in tracked:
         now = current.get(schedule)
         if schedule in listed:
-            if now != listed[schedule]:
+            if now != listed[schedule] and (schedule not in seen or now != seen[schedule]):
                 woken.add(schedule)
         elif now is not None and schedule in seen and now != seen[schedule]:
             woken.add(schedule)
@@ -58,7 +59,7 @@ def listed_lately(answered: datetime, now: datetime, interval: float) -> bool:
 @dataclass
 class _Connection:
     """The tracked schedules at one connection: by id, their object; the last listing's
-    digest of each it showed; the digest each pass saw, until a listing shows it."""
+    digest of each it showed; the digest its object's latest pass saw."""
 
     keys: dict[str, Key] = field(default_factory=dict)
     listed: dict[str, int] = field(default_factory=dict)
@@ -86,9 +87,7 @@ class ScheduleWatch:
         """After each pass: the object's schedule is at this connection under this id, and
         the pass saw it as `seen` (temporal.description_digest)."""
         if self._where.get(key) == (connection, schedule_id):
-            tracked = self._connections[connection]
-            if schedule_id not in tracked.listed:  # not listed yet: the newest view counts
-                tracked.seen[schedule_id] = seen
+            self._connections[connection].seen[schedule_id] = seen
             return
         self.forget(key)
         self._where[key] = (connection, schedule_id)
@@ -123,7 +122,6 @@ class ScheduleWatch:
         schedules = set(tracked.keys)
         woken = sorted(changed(tracked.listed, current, tracked.seen, schedules))
         tracked.listed = {s: current[s] for s in schedules if s in current}
-        tracked.seen = {s: d for s, d in tracked.seen.items() if s not in current}
         now = self.clock()
         for schedule in woken:
             listed = listing.get(schedule)

@@ -220,7 +220,10 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
                          reconciler=reconciler)  # fmt: skip
         await reconciler(key)
         assert server.status_writes == 1
+        assert reconciler.remembered_statuses() == 1
         await _event(_handler("scheduledjob_event"), memo, "MODIFIED", server.sj)
+        # The cache shows the write now: no second copy of the status is kept.
+        assert reconciler.remembered_statuses() == 0
         quiet = len(queue.threads)
         requested = {**server.sj, "metadata": {
             **server.sj["metadata"], "annotations": {"sundial.dev/run-now": "a"}}}  # fmt: skip
