@@ -18,7 +18,11 @@ class OperatorConfig(BaseModel):
     namespaces: list[str] = Field(
         default_factory=list, description="Namespaces to watch (comma-separated); empty: all."
     )
-    workers: int = Field(default=4, ge=1, le=64, description="Concurrent reconciles.")
+    workers: int = Field(
+        default=8, ge=1, le=64,
+        description="Concurrent reconciles; those waiting on one Temporal connection are "
+        "capped at temporal_connections_per_address.",
+    )  # fmt: skip
     log_level: str = "INFO"
     health_port: int = Field(
         default=8080, description="/healthz (liveness) and /readyz (readiness); 0: off."

@@ -35,7 +35,7 @@ from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_
 from sundial.planning.selector import LabelSelector, parse_selector
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
-from sundial.temporal_backend import TemporalBackend
+from sundial.temporal_backend import TemporalBackend, temporal_lane
 from sundial.temporal_watch import ScheduleWatch
 from sundial.watchcache import WatchCache, changed_by_someone, object_key, status_of
 from sundial.workqueue import WorkQueue
@@ -135,22 +135,24 @@ async def relist(
         if kind == "scheduledjobs":
             selector = share.text or None
         started = time.monotonic()
-        items = await kube.list_all(kind, namespaces, selector)
         listed: set[Key] = set()
-        for index, item in enumerate(items):
-            if index % RELIST_BATCH == RELIST_BATCH - 1:
-                # Thousands of objects at a go would hold the event loop for a tenth of a
-                # second and more: watch events and wake-ups wait no longer than a batch.
-                await asyncio.sleep(0)
-            if kind == "scheduledjobs":
-                listed.add(cache.put_scheduledjob(item))
-            elif kind == "cronjobs":
-                owner = cache.put_cronjob(item)
-                if owner is not None:
-                    listed.add(owner)
-            else:
-                cache.put_job(item)
-                listed.add(object_key(item))
+        # A page at a time: the cache keeps only what it needs of each object.
+        async for page in kube.list_pages(kind, namespaces, selector):
+            for index, item in enumerate(page):
+                if index % RELIST_BATCH == RELIST_BATCH - 1:
+                    # Thousands of objects at a go would hold the event loop for a tenth of
+                    # a second and more: watch events and wake-ups wait no longer than a batch.
+                    await asyncio.sleep(0)
+                if kind == "scheduledjobs":
+                    listed.add(cache.put_scheduledjob(item))
+                elif kind == "cronjobs":
+                    owner = cache.put_cronjob(item)
+                    if owner is not None:
+                        listed.add(owner)
+                else:
+                    cache.put_job(item)
+                    listed.add(object_key(item))
+            del page
         touched += cache.prune(kind, listed, started)
     return touched
 
@@ -196,7 +198,14 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         metrics.serve(config.metrics_port)
     memo.cache = cache = WatchCache()
     memo.selector = parse_selector(config.label_selector)
-    memo.queue = queue = WorkQueue[Key](max_backoff=60.0)
+    # Passes that wait on one Temporal connection are capped below the workers: the rest
+    # keep serving everything else however slow that Temporal or its budget is.
+    per_connection = config.temporal_connections_per_address or max(1, config.workers // 2)
+    memo.queue = queue = WorkQueue[Key](
+        max_backoff=60.0,
+        lane_of=lambda key: temporal_lane(cache.scheduledjob(key), config.default_connection),
+        lane_limit=per_connection,
+    )
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".
     began = time.monotonic()
@@ -211,8 +220,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
     events = EventRecorder(kube)
     budget = RequestBudget(config.temporal_requests_per_second, on_request=metrics.temporal_request)
-    per_address = config.temporal_connections_per_address or max(1, config.workers // 2)
-    temporal = Temporal(budget, per_address=per_address)
+    temporal = Temporal(budget, per_address=per_connection)
     connections = ConnectionResolver(
         kube,
         default_connection=config.default_connection,

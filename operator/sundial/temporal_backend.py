@@ -4,8 +4,10 @@ the schedule along when the ScheduledJob goes, and judges the schedule's slots."
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
@@ -432,6 +434,25 @@ class TemporalBackend:
             )
         except ApiException as error:
             raise Retry(f"updating finalizers: {api_error_message(error)}") from None
+
+
+def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hashable | None:
+    """The work queue's lane of an object's passes: the Temporal connection it names, while
+    it is on Temporal or leaving it (its finalizer is set); None when its passes make no
+    Temporal call. Passes of one lane wait on the same Temporal; capping those in flight
+    keeps them from holding every worker (workqueue.py)."""
+    if body is None:
+        return None
+    spec = body.get("spec") or {}
+    finalizers = (body.get("metadata") or {}).get("finalizers") or []
+    if spec.get("backend") != "temporal" and TEMPORAL_FINALIZER not in finalizers:
+        return None
+    ref = spec.get("temporalConnectionRef") or {}
+    kind = ref.get("kind", "TemporalConnection") if ref else "ClusterTemporalConnection"
+    namespace = (
+        (body.get("metadata") or {}).get("namespace") if kind == "TemporalConnection" else ""
+    )
+    return (kind, namespace, ref.get("name", default_connection))
 
 
 def _key(sj: ScheduledJob) -> Key:

@@ -7,6 +7,10 @@ ScheduledJob instead of a timer per object.
 - `add_after` wakes a key at a given time (the next slot, a retry), keeping the earliest.
 - Failures back off per key, exponentially, capped, and reset on success, so nothing loops hot.
 - `close` lets each worker finish the pass it is in and take no other (a graceful stop).
+- Lanes: keys whose passes wait on one shared outside limit (a Temporal connection's request
+  budget) are in a lane (`lane_of`), with at most `lane_limit` passes in flight; a key
+  taken while its lane is full is parked, and goes first once a pass of the lane ends. A
+  worker never waits on a full lane, so a slow Temporal never holds every worker.
 """
 
 from __future__ import annotations
@@ -41,8 +45,15 @@ class WorkQueue(Generic[K]):
         base_backoff: float = 1.0,
         max_backoff: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        lane_of: Callable[[K], Hashable | None] | None = None,
+        lane_limit: int = 1,
     ) -> None:
         self._clock = clock
+        self._lane_of = lane_of
+        self._lane_limit = lane_limit
+        self._in_lane: dict[Hashable, int] = {}
+        self._parked: dict[Hashable, deque[K]] = {}
+        self._parked_keys: set[K] = set()
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
         # Two lanes: keys whose object just changed (a watch event of the ScheduledJob
@@ -68,6 +79,8 @@ class WorkQueue(Generic[K]):
             self._dirty.add(key)
             return
         if key in self._queued:
+            if key in self._parked_keys:
+                return  # pending already, and first in line once its lane frees
             if urgent and key not in self._urgent:
                 self._ready.remove(key)
                 self._urgent.append(key)
@@ -130,8 +143,15 @@ class WorkQueue(Generic[K]):
             if self._closed:
                 return
             key = (self._urgent or self._ready).popleft()
+            lane = self._lane_of(key) if self._lane_of is not None else None
+            if lane is not None and self._in_lane.get(lane, 0) >= self._lane_limit:
+                self._parked.setdefault(lane, deque()).append(key)
+                self._parked_keys.add(key)
+                continue
             self._queued.discard(key)
             self._processing.add(key)
+            if lane is not None:
+                self._in_lane[lane] = self._in_lane.get(lane, 0) + 1
             try:
                 requeue_after = await reconcile(key)
             except asyncio.CancelledError:
@@ -147,7 +167,23 @@ class WorkQueue(Generic[K]):
                 if requeue_after is not None:
                     self.add_after(key, requeue_after)
             finally:
+                if lane is not None:
+                    self._leave_lane(lane)
                 self._processing.discard(key)
                 if key in self._dirty:
                     self._dirty.discard(key)
                     self.add(key)
+
+    def _leave_lane(self, lane: Hashable) -> None:
+        """A pass of the lane ended: its longest-parked key goes to the head of the queue."""
+        self._in_lane[lane] -= 1
+        if not self._in_lane[lane]:
+            del self._in_lane[lane]
+        parked = self._parked.get(lane)
+        if parked:
+            key = parked.popleft()
+            if not parked:
+                del self._parked[lane]
+            self._parked_keys.discard(key)
+            self._urgent.appendleft(key)
+            self._items.release()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kopf
@@ -315,11 +316,13 @@ def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batch
     from sundial.handlers import RELIST_BATCH, relist
 
     class Listing(QuietKube):
-        async def list_all(self, kind: str, *_: object) -> list[dict[str, Any]]:
-            if kind != "scheduledjobs":
-                return []
-            return [{"metadata": {"name": f"sj-{i}", "namespace": "shop",
-                                  "resourceVersion": str(i + 1)}} for i in range(2000)]  # fmt: skip
+        async def list_pages(self, kind: str, *_: object) -> AsyncIterator[list[dict[str, Any]]]:
+            if kind == "scheduledjobs":
+                yield [
+                    {"metadata": {"name": f"sj-{i}", "namespace": "shop",
+                                  "resourceVersion": str(i + 1)}}
+                    for i in range(2000)
+                ]  # fmt: skip
 
     async def scenario() -> tuple[int, int]:
         turns = 0
@@ -341,3 +344,27 @@ def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batch
     turns, cached = asyncio.run(scenario())
     assert cached == 2000
     assert turns >= 2000 // RELIST_BATCH
+
+
+def test_a_relist_takes_a_page_into_the_cache_before_it_asks_for_the_next() -> None:
+    """The whole listing held at once (every object with its managedFields) raised the
+    operator's memory by some 70 MiB every ten minutes at 5,000 objects."""
+    from sundial.handlers import relist
+
+    cache = WatchCache()
+    cached_when_asked: list[int] = []
+
+    class Paging(QuietKube):
+        async def list_pages(self, kind: str, *_: object) -> AsyncIterator[list[dict[str, Any]]]:
+            if kind != "scheduledjobs":
+                return
+            for page in range(4):
+                cached_when_asked.append(len(cache.scheduledjob_keys()))
+                yield [{"metadata": {"name": f"sj-{page}-{i}", "namespace": "shop",
+                                     "resourceVersion": str(page * 1000 + i + 1)}}
+                       for i in range(500)]  # fmt: skip
+
+    kube: Any = Paging()
+    asyncio.run(relist(kube, cache, [], parse_selector("")))
+    assert cached_when_asked == [0, 500, 1000, 1500]
+    assert len(cache.scheduledjob_keys()) == 2000

@@ -208,3 +208,65 @@ def test_the_timer_stops_when_cancelled_just_as_a_wakeup_arrives() -> None:
         return timer.cancelled()
 
     assert asyncio.run(scenario())
+
+
+def test_passes_waiting_on_one_temporal_never_hold_every_worker() -> None:
+    """Temporal-backed passes wait on Temporal's request budget and its per-connection
+    limit. Holding workers while they waited, a thousand new temporal-backed objects
+    kept every kubernetes-backed one behind them (all 5,000 Ready only when the last
+    temporal one was, 150 s). A pass whose lane is full is parked, not waited on."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        queue: WorkQueue[str] = WorkQueue(lane_of=lambda key: key[0] if key[0] == "t" else None,
+                                          lane_limit=1)  # fmt: skip
+        temporal = asyncio.Semaphore(1)  # one call at a time to this Temporal
+        release = asyncio.Event()
+        done: list[str] = []
+        done_before_release: list[str] = []
+
+        async def reconcile(key: str) -> None:
+            if key.startswith("t"):
+                async with temporal:
+                    await release.wait()
+            done.append(key)
+
+        for key in ("t1", "t2", "t3", "k1", "k2"):
+            queue.add(key)
+        workers = [asyncio.create_task(queue.run_worker(reconcile)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        done_before_release[:] = done
+        release.set()
+        await asyncio.sleep(0.05)
+        for worker in workers:
+            worker.cancel()
+        return done_before_release, done
+
+    before, after = asyncio.run(scenario())
+    assert before == ["k1", "k2"]
+    assert sorted(after) == ["k1", "k2", "t1", "t2", "t3"]
+
+
+def test_a_parked_key_added_again_is_neither_lost_nor_run_twice() -> None:
+    async def scenario() -> list[str]:
+        queue: WorkQueue[str] = WorkQueue(lane_of=lambda key: "t", lane_limit=1)
+        release = asyncio.Event()
+        done: list[str] = []
+
+        async def reconcile(key: str) -> None:
+            if key == "t1":
+                await release.wait()
+            done.append(key)
+
+        queue.add("t1")
+        queue.add("t2")
+        workers = [asyncio.create_task(queue.run_worker(reconcile)) for _ in range(2)]
+        await asyncio.sleep(0.02)
+        queue.add("t2", urgent=True)  # parked: already pending
+        queue.add("t2")
+        release.set()
+        await asyncio.sleep(0.05)
+        for worker in workers:
+            worker.cancel()
+        return done
+
+    assert asyncio.run(scenario()) == ["t1", "t2"]
