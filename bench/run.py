@@ -178,7 +178,8 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
     k_items = [i for i in items if i.backend == "kubernetes"]
     t_items = [i for i in items if i.backend == "temporal"]
     result: dict[str, object] = {"size": size, "kubernetes": len(k_items), "temporal": len(t_items)}
-    ports = Ports(etcd=free_port(), apiserver=free_port(), kcm=free_port(), temporal=free_port())
+    ports = Ports(etcd=free_port(1), apiserver=free_port(1), kcm=free_port(1),
+                  temporal=free_port(4))  # fmt: skip
     state = REPO / ".stack-bench"
     audit_path = state / "audit.log"
     state.mkdir(exist_ok=True)

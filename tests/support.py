@@ -46,11 +46,24 @@ T = TypeVar("T")
 DEADLINE = 60.0
 
 
-def free_port() -> int:
+def free_port(following: int = 0) -> int:
+    """A free port, and the `following` ports after it free too (the local stack puts a
+    server's second listener on the next port, Temporal's on the next four)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        if port + following <= 65535 and all(_free(port + n) for n in range(1, following + 1)):
+            return port
+
+
+def _free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
