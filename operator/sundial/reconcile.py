@@ -65,11 +65,16 @@ class Reconciler:
     # cache shows that write (ownwrites.py): a pass that read the older one would judge
     # the same slots again and count them twice in Events and metrics.
     _written_status: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
+    # The status of each write in flight: its watch event can come before its answer.
+    _writing: dict[Key, dict[str, Any]] = field(default_factory=dict)
 
     def wrote(self, key: Key, obj: dict[str, Any]) -> bool:
         """Whether this ScheduledJob is as Sundial's last status write left it: the pass
         that wrote it saw everything it says, so its watch event needs no pass of its own
         (half the passes of a steady state otherwise)."""
+        writing = self._writing.get(key)
+        if writing is not None and obj.get("status") == writing:
+            return True  # the write in flight, its event before its answer
         version = resource_version(obj)
         if version is None or self._written_status.version(key) != version:
             return False
@@ -312,6 +317,8 @@ class Reconciler:
             return
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
+        key = (sj.metadata.namespace, sj.metadata.name)
+        self._writing[key] = new_document
         try:
             written = await self.kube.patch_scheduledjob_status(
                 sj.metadata.namespace, sj.metadata.name, patch
@@ -320,7 +327,8 @@ class Reconciler:
             if is_not_found(error):
                 return  # deleted meanwhile
             raise Retry(f"writing status: {api_error_message(error)}") from None
-        key = (sj.metadata.namespace, sj.metadata.name)
+        finally:
+            del self._writing[key]
         self._written_status.remember(key, written, new_document)
         self._settle_accounting(key, new)
 

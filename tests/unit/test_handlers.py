@@ -236,6 +236,58 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
     assert len(queue.threads) == 1, "an annotation edit at the written version is news"
 
 
+def test_the_echo_of_a_status_write_arriving_before_its_answer_needs_no_pass() -> None:
+    """Under load the watch event of a status write often comes before the write's own
+    answer: the pass had not yet remembered the version, so the echo queued a second pass
+    (for a temporal-backed object, a second describe per slot)."""
+    from sundial.events import EventRecorder
+    from sundial.kubernetes_backend import KubernetesBackend
+    from sundial.metrics import Metrics
+    from sundial.reconcile import Reconciler
+
+    key = ("shop", "invoices")
+
+    class EventFirstServer(EchoingServer):
+        """The watch event of each status write is delivered before its answer."""
+
+        memo: kopf.Memo | None = None
+
+        async def patch_scheduledjob_status(
+            self, namespace: str, name: str, patch: dict[str, Any]
+        ) -> dict[str, Any]:
+            written = await super().patch_scheduledjob_status(namespace, name, patch)
+            assert self.memo is not None
+            await _event(_handler("scheduledjob_event"), self.memo, "MODIFIED", written)
+            return written
+
+    server = EventFirstServer({
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                     "resourceVersion": "3", "generation": 1},
+        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
+    })  # fmt: skip
+
+    async def scenario() -> RecordingQueue:
+        queue = RecordingQueue()
+        cache = WatchCache()
+        cache.put_scheduledjob(server.sj)
+        kube: Any = server
+        events = EventRecorder(kube)
+        reconciler = Reconciler(
+            kube=kube, cache=cache, events=events, metrics=Metrics(),
+            kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
+            temporal=None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        server.memo = kopf.Memo(cache=cache, queue=queue, selector=parse_selector(""),
+                                reconciler=reconciler)  # fmt: skip
+        await reconciler(key)
+        assert server.status_writes == 1
+        return queue
+
+    queue = asyncio.run(scenario())
+    assert queue.threads == [], "the echo of the write in flight queued a pass"
+
+
 def test_the_finalizer_sundial_set_coming_back_needs_no_pass_but_a_status_by_someone_does() -> None:
     """A new temporal-backed object's first pass sets the finalizer: its watch event moved
     neither spec nor status, and a second pass for it cost a Temporal describe per new
