@@ -190,46 +190,53 @@ class EchoingServer(QuietKube):
                                          "generation": 1, "uid": "c1"}}  # fmt: skip
 
 
-def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_does() -> None:
-    """The pass that wrote a status saw everything it says: its watch event queues nothing
-    (otherwise every write is two passes). The same event with someone's change does."""
+INVOICES = {
+    "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+    "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                 "resourceVersion": "3", "generation": 1},
+    "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
+}  # fmt: skip
+
+
+def _serving(server: EchoingServer) -> tuple[Any, kopf.Memo]:
+    """A Reconciler over `server` and the memo its event handler sees (queue: RecordingQueue)."""
     from sundial.events import EventRecorder
     from sundial.kubernetes_backend import KubernetesBackend
     from sundial.metrics import Metrics
     from sundial.reconcile import Reconciler
 
-    key = ("shop", "invoices")
-    server = EchoingServer({
-        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
-                     "resourceVersion": "3", "generation": 1},
-        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
-    })  # fmt: skip
+    cache = WatchCache()
+    cache.put_scheduledjob(server.sj)
+    kube: Any = server
+    events = EventRecorder(kube)
+    reconciler = Reconciler(
+        kube=kube, cache=cache, events=events, metrics=Metrics(),
+        kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
+        temporal=None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    memo = kopf.Memo(cache=cache, queue=RecordingQueue(), selector=parse_selector(""),
+                     reconciler=reconciler)  # fmt: skip
+    return reconciler, memo
+
+
+def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_does() -> None:
+    """The pass that wrote a status saw everything it says: its watch event queues nothing
+    (otherwise every write is two passes). The same event with someone's change does."""
+    server = EchoingServer(INVOICES)
 
     async def scenario() -> tuple[RecordingQueue, int]:
-        queue = RecordingQueue()
-        cache = WatchCache()
-        cache.put_scheduledjob(server.sj)
-        kube: Any = server
-        events = EventRecorder(kube)
-        reconciler = Reconciler(
-            kube=kube, cache=cache, events=events, metrics=Metrics(),
-            kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
-            temporal=None,  # type: ignore[arg-type]
-        )  # fmt: skip
-        memo = kopf.Memo(cache=cache, queue=queue, selector=parse_selector(""),
-                         reconciler=reconciler)  # fmt: skip
-        await reconciler(key)
+        reconciler, memo = _serving(server)
+        await reconciler(("shop", "invoices"))
         assert server.status_writes == 1
         assert reconciler.remembered_statuses() == 1
         await _event(_handler("scheduledjob_event"), memo, "MODIFIED", server.sj)
         # The cache shows the write now: no second copy of the status is kept.
         assert reconciler.remembered_statuses() == 0
-        quiet = len(queue.threads)
+        quiet = len(memo.queue.threads)
         requested = {**server.sj, "metadata": {
             **server.sj["metadata"], "annotations": {"sundial.dev/run-now": "a"}}}  # fmt: skip
         await _event(_handler("scheduledjob_event"), memo, "MODIFIED", requested)
-        return queue, quiet
+        return memo.queue, quiet
 
     queue, queued_for_the_echo = asyncio.run(scenario())
     assert queued_for_the_echo == 0
@@ -240,12 +247,6 @@ def test_the_echo_of_a_status_write_arriving_before_its_answer_needs_no_pass() -
     """Under load the watch event of a status write often comes before the write's own
     answer: the pass had not yet remembered the version, so the echo queued a second pass
     (for a temporal-backed object, a second describe per slot)."""
-    from sundial.events import EventRecorder
-    from sundial.kubernetes_backend import KubernetesBackend
-    from sundial.metrics import Metrics
-    from sundial.reconcile import Reconciler
-
-    key = ("shop", "invoices")
 
     class EventFirstServer(EchoingServer):
         """The watch event of each status write is delivered before its answer."""
@@ -260,28 +261,13 @@ def test_the_echo_of_a_status_write_arriving_before_its_answer_needs_no_pass() -
             await _event(_handler("scheduledjob_event"), self.memo, "MODIFIED", written)
             return written
 
-    server = EventFirstServer({
-        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
-                     "resourceVersion": "3", "generation": 1},
-        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
-    })  # fmt: skip
+    server = EventFirstServer(INVOICES)
 
     async def scenario() -> RecordingQueue:
-        queue = RecordingQueue()
-        cache = WatchCache()
-        cache.put_scheduledjob(server.sj)
-        kube: Any = server
-        events = EventRecorder(kube)
-        reconciler = Reconciler(
-            kube=kube, cache=cache, events=events, metrics=Metrics(),
-            kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
-            temporal=None,  # type: ignore[arg-type]
-        )  # fmt: skip
-        server.memo = kopf.Memo(cache=cache, queue=queue, selector=parse_selector(""),
-                                reconciler=reconciler)  # fmt: skip
-        await reconciler(key)
+        reconciler, server.memo = _serving(server)
+        await reconciler(("shop", "invoices"))
         assert server.status_writes == 1
+        queue: RecordingQueue = server.memo.queue
         return queue
 
     queue = asyncio.run(scenario())
