@@ -26,13 +26,14 @@ def test_writes_whose_answer_is_not_needed_reuse_their_connections(
         for index in range(20):
             await kube.create_event(namespace, {
                 "metadata": {"name": f"reuse-{index}", "namespace": namespace},
-                "involvedObject": {"kind": "Namespace", "name": namespace},
+                "involvedObject": {"kind": "ConfigMap", "name": "reuse", "namespace": namespace},
                 "reason": "Test", "message": "connection reuse", "type": "Normal",
             })  # fmt: skip
             await kube.patch_event(namespace, f"reuse-{index}", 2, datetime.now(UTC))
 
     asyncio.run(write_events())
-    pools = list(api_client.rest_client.pool_manager.pools.values())
+    manager = api_client.rest_client.pool_manager
+    pools = [manager.pools[key] for key in manager.pools.keys()]  # noqa: SIM118 - no __iter__
     opened = sum(pool.num_connections for pool in pools)
     api_client.close()
     # Calls run one at a time here: one connection serves them all (a second, should the
