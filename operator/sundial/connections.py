@@ -215,8 +215,13 @@ class ConnectionResolver:
 
 
 def _entry_key(sj: ScheduledJob, ref: ConnectionRef) -> tuple[str, str, str]:
-    namespace = "" if ref.kind == CLUSTER_CONNECTION_KIND else sj.metadata.namespace
-    return (ref.kind, namespace, ref.name)
+    return connection_key(ref.kind, ref.name, sj.metadata.namespace)
+
+
+def connection_key(kind: str, name: str, namespace: str) -> tuple[str, str, str]:
+    """Which connection resource a reference from an object in `namespace` names: a
+    TemporalConnection is its namespace's, a ClusterTemporalConnection no namespace's."""
+    return (kind, "" if kind == CLUSTER_CONNECTION_KIND else namespace, name)
 
 
 def _decoded(data: dict[str, str], key: str) -> bytes | None:

@@ -152,7 +152,6 @@ async def relist(
                 else:
                     cache.put_job(item)
                     listed.add(object_key(item))
-            del page
         touched += cache.prune(kind, listed, started)
     return touched
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
+from sundial.api.connection_models import CLUSTER_CONNECTION_KIND
 from sundial.api.models import (
     BackendRef,
     ConnectionRef,
@@ -20,7 +21,7 @@ from sundial.api.models import (
 )
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
 from sundial.config import OperatorConfig
-from sundial.connections import ConnectionResolver
+from sundial.connections import ConnectionResolver, connection_key
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, api_error_message
 from sundial.planning import status as st
@@ -447,12 +448,13 @@ def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hasha
     finalizers = (body.get("metadata") or {}).get("finalizers") or []
     if spec.get("backend") != "temporal" and TEMPORAL_FINALIZER not in finalizers:
         return None
-    ref = spec.get("temporalConnectionRef") or {}
-    kind = ref.get("kind", "TemporalConnection") if ref else "ClusterTemporalConnection"
-    namespace = (
-        (body.get("metadata") or {}).get("namespace") if kind == "TemporalConnection" else ""
-    )
-    return (kind, namespace, ref.get("name", default_connection))
+    # Read from the cached object as it is (no model parsed per dequeue); the defaults are
+    # ConnectionRef's and ConnectionResolver.ref_of's.
+    ref = spec.get("temporalConnectionRef")
+    if ref is None:
+        ref = {"kind": CLUSTER_CONNECTION_KIND, "name": default_connection}
+    namespace = (body.get("metadata") or {}).get("namespace") or ""
+    return connection_key(ref.get("kind", "TemporalConnection"), ref["name"], namespace)
 
 
 def _key(sj: ScheduledJob) -> Key:
