@@ -10,7 +10,8 @@ ScheduledJob instead of a timer per object.
 - Lanes: keys whose passes wait on one shared outside limit (a Temporal connection's request
   budget) are in a lane (`lane_of`), with at most `lane_limit` passes in flight; a key
   taken while its lane is full is parked, and goes first once a pass of the lane ends. A
-  worker never waits on a full lane, so a slow Temporal never holds every worker.
+  worker never waits on a full lane, so a slow Temporal never holds every worker. A key
+  woken for a lane it has since left (its object deleted or moved) hands that turn on.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class WorkQueue(Generic[K]):
         self._in_lane: dict[Hashable, int] = {}
         self._parked: dict[Hashable, deque[K]] = {}
         self._parked_keys: set[K] = set()
+        # Keys taken off a lane's parked line, each with the lane whose freed turn it holds.
+        self._woken: dict[K, Hashable] = {}
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
         # Two lanes: keys whose object just changed (a watch event of the ScheduledJob
@@ -144,6 +147,9 @@ class WorkQueue(Generic[K]):
                 return
             key = (self._urgent or self._ready).popleft()
             lane = self._lane_of(key) if self._lane_of is not None else None
+            woken_for = self._woken.pop(key, None)
+            if woken_for is not None and woken_for != lane:
+                self._wake_parked(woken_for)
             if lane is not None and self._in_lane.get(lane, 0) >= self._lane_limit:
                 self._parked.setdefault(lane, deque()).append(key)
                 self._parked_keys.add(key)
@@ -175,15 +181,20 @@ class WorkQueue(Generic[K]):
                     self.add(key)
 
     def _leave_lane(self, lane: Hashable) -> None:
-        """A pass of the lane ended: its longest-parked key goes to the head of the queue."""
+        """A pass of the lane ended: its turn goes to the lane's longest-parked key."""
         self._in_lane[lane] -= 1
         if not self._in_lane[lane]:
             del self._in_lane[lane]
+        self._wake_parked(lane)
+
+    def _wake_parked(self, lane: Hashable) -> None:
+        """The lane's longest-parked key goes to the head of the queue, holding the turn."""
         parked = self._parked.get(lane)
         if parked:
             key = parked.popleft()
             if not parked:
                 del self._parked[lane]
             self._parked_keys.discard(key)
+            self._woken[key] = lane
             self._urgent.appendleft(key)
             self._items.release()
