@@ -10,7 +10,8 @@ ScheduledJob instead of a timer per object.
 - Lanes: keys whose passes wait on one shared outside limit (a Temporal connection's request
   budget) are in a lane (`lane_of`), with at most `lane_limit` passes in flight; a key
   taken while its lane is full is parked, and goes first once a pass of the lane ends. A
-  worker never waits on a full lane, so a slow Temporal never holds every worker. A key
+  worker never waits on a full lane, so a slow Temporal never holds every worker. Parked
+  keys whose object changed go before parked wake-ups, as in the queue itself. A key
   woken for a lane it has since left (its object deleted or moved) hands that turn on.
 """
 
@@ -53,10 +54,14 @@ class WorkQueue(Generic[K]):
         self._lane_of = lane_of
         self._lane_limit = lane_limit
         self._in_lane: dict[Hashable, int] = {}
+        # Per lane, two parked lines: keys whose object changed, then wake-ups; each
+        # parked key with its lane and whether it is urgent.
+        self._parked_urgent: dict[Hashable, deque[K]] = {}
         self._parked: dict[Hashable, deque[K]] = {}
-        self._parked_keys: set[K] = set()
-        # Keys taken off a lane's parked line, each with the lane whose freed turn it holds.
-        self._woken: dict[K, Hashable] = {}
+        self._parked_keys: dict[K, tuple[Hashable, bool]] = {}
+        # Keys taken off a parked line: the lane whose freed turn each holds, and whether
+        # it is urgent (where it parks again if the turn was taken meanwhile).
+        self._woken: dict[K, tuple[Hashable, bool]] = {}
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
         # Two lanes: keys whose object just changed (a watch event of the ScheduledJob
@@ -83,7 +88,12 @@ class WorkQueue(Generic[K]):
             return
         if key in self._queued:
             if key in self._parked_keys:
-                return  # pending already, and first in line once its lane frees
+                # Pending already; its object changed: to the lane's urgent line.
+                if urgent:
+                    self._promote_parked(key)
+                return
+            if urgent and key in self._woken:
+                self._woken[key] = (self._woken[key][0], True)
             if urgent and key not in self._urgent:
                 self._ready.remove(key)
                 self._urgent.append(key)
@@ -145,14 +155,18 @@ class WorkQueue(Generic[K]):
             await self._items.acquire()
             if self._closed:
                 return
+            urgent = bool(self._urgent)
             key = (self._urgent or self._ready).popleft()
             lane = self._lane_of(key) if self._lane_of is not None else None
-            woken_for = self._woken.pop(key, None)
-            if woken_for is not None and woken_for != lane:
-                self._wake_parked(woken_for)
+            woken = self._woken.pop(key, None)
+            if woken is not None:
+                woken_for, urgent = woken
+                if woken_for != lane:
+                    self._wake_parked(woken_for)
             if lane is not None and self._in_lane.get(lane, 0) >= self._lane_limit:
-                self._parked.setdefault(lane, deque()).append(key)
-                self._parked_keys.add(key)
+                lines = self._parked_urgent if urgent else self._parked
+                lines.setdefault(lane, deque()).append(key)
+                self._parked_keys[key] = (lane, urgent)
                 continue
             self._queued.discard(key)
             self._processing.add(key)
@@ -188,13 +202,26 @@ class WorkQueue(Generic[K]):
         self._wake_parked(lane)
 
     def _wake_parked(self, lane: Hashable) -> None:
-        """The lane's longest-parked key goes to the head of the queue, holding the turn."""
-        parked = self._parked.get(lane)
-        if parked:
-            key = parked.popleft()
-            if not parked:
-                del self._parked[lane]
-            self._parked_keys.discard(key)
-            self._woken[key] = lane
-            self._urgent.appendleft(key)
-            self._items.release()
+        """The lane's longest-parked key (urgent ones first) goes to the head of the
+        queue, holding the turn."""
+        for lines in (self._parked_urgent, self._parked):
+            parked = lines.get(lane)
+            if parked:
+                key = parked.popleft()
+                if not parked:
+                    del lines[lane]
+                self._woken[key] = self._parked_keys.pop(key)
+                self._urgent.appendleft(key)
+                self._items.release()
+                return
+
+    def _promote_parked(self, key: K) -> None:
+        lane, urgent = self._parked_keys[key]
+        if urgent:
+            return
+        parked = self._parked[lane]
+        parked.remove(key)
+        if not parked:
+            del self._parked[lane]
+        self._parked_urgent.setdefault(lane, deque()).append(key)
+        self._parked_keys[key] = (lane, True)

@@ -297,6 +297,22 @@ def test_a_parked_key_that_left_its_lane_passes_its_turn_on() -> None:
     assert passes == ["t1", "t2", "t3"]
 
 
+def test_a_changed_object_parked_in_a_busy_lane_goes_before_its_wake_ups() -> None:
+    """At a minute boundary the listing wakes hundreds of temporal-backed keys at once,
+    all parked in one lane; a ScheduledJob created (or edited) then must not wait behind
+    them: the one-more p99 at 5,000 was 3.3 s, the p50 0.03 s."""
+    queue: WorkQueue[str] = WorkQueue(lane_of=lambda key: "t", lane_limit=1)
+
+    def create_new_and_wake_one_more() -> None:
+        queue.add("new", urgent=True)
+        queue.add("t5")
+        queue.add("t2", urgent=True)  # parked already: its object changed meanwhile
+
+    keys = ["t1", "t2", "t3", "t4"]
+    passes = asyncio.run(_passes_with_t1_held(queue, keys, create_new_and_wake_one_more))
+    assert passes == ["t1", "t2", "new", "t3", "t4", "t5"]
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_every_key_added_is_reconciled_after_while_lanes_change(seed: int) -> None:
     """Liveness under churn: keys move between lanes (and out of them) while parked,
