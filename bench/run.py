@@ -265,6 +265,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         extra = workload(args.samples, mix=mix, temporal_share=args.temporal_share,
                          non_utc_share=args.non_utc_share, prefix="one")  # fmt: skip
         latencies = []
+        by_backend: dict[str, list[float]] = {}
         for item in extra:
             began_at = time.time()
             watch.custom.create_namespaced_custom_object(
@@ -272,8 +273,12 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             )
             wait_for(f"{item.name} Ready", lambda n=item.name: watch.ready_at(n), 120, every=0.02)
             latencies.append(watch.ready_at(item.name) - began_at)  # type: ignore[operator]
+            by_backend.setdefault(item.backend, []).append(latencies[-1])
         result |= {"one_more_p50_s": percentile(latencies, 0.5),
                    "one_more_p99_s": percentile(latencies, 0.99)}  # fmt: skip
+        for backend, times in by_backend.items():
+            result[f"one_more_{backend}_p50_s"] = percentile(times, 0.5)
+            result[f"one_more_{backend}_max_s"] = max(times)
         log(
             f"one more: p50 {percentile(latencies, 0.5):.2f} s, "
             f"p99 {percentile(latencies, 0.99):.2f} s"
