@@ -84,7 +84,7 @@ class ConnectionResolver:
         `deleting`, a connection or Secret gone meanwhile is answered from the last good
         read: what a finalizer needs to delete the schedule."""
         ref = ref or self.ref_of(sj)
-        key = _entry_key(sj, ref)
+        key = connection_key(ref.kind, ref.name, sj.metadata.namespace)
         entry = self._entries.get(key)
         if entry is None or self._clock() - entry.read_at >= self._refresh:
             try:
@@ -212,10 +212,6 @@ class ConnectionResolver:
             ) from None
         self._namespace_labels[namespace] = (self._clock(), labels)
         return labels
-
-
-def _entry_key(sj: ScheduledJob, ref: ConnectionRef) -> tuple[str, str, str]:
-    return connection_key(ref.kind, ref.name, sj.metadata.namespace)
 
 
 def connection_key(kind: str, name: str, namespace: str) -> tuple[str, str, str]:

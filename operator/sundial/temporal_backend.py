@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio.client import Schedule, ScheduleDescription, ScheduleState
 
-from sundial.api.connection_models import CLUSTER_CONNECTION_KIND
+from sundial.api.connection_models import CLUSTER_CONNECTION_KIND, CONNECTION_KIND
 from sundial.api.models import (
     BackendRef,
     ConnectionRef,
@@ -454,7 +454,7 @@ def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hasha
     if ref is None:
         ref = {"kind": CLUSTER_CONNECTION_KIND, "name": default_connection}
     namespace = (body.get("metadata") or {}).get("namespace") or ""
-    return connection_key(ref.get("kind", "TemporalConnection"), ref["name"], namespace)
+    return connection_key(ref.get("kind", CONNECTION_KIND), ref["name"], namespace)
 
 
 def _key(sj: ScheduledJob) -> Key:

@@ -54,10 +54,9 @@ class WorkQueue(Generic[K]):
         self._lane_of = lane_of
         self._lane_limit = lane_limit
         self._in_lane: dict[Hashable, int] = {}
-        # Per lane, two parked lines: keys whose object changed, then wake-ups; each
-        # parked key with its lane and whether it is urgent.
-        self._parked_urgent: dict[Hashable, deque[K]] = {}
-        self._parked: dict[Hashable, deque[K]] = {}
+        # Per lane, two parked lines, taken in order: keys whose object changed, then
+        # wake-ups (as `_urgent` and `_ready`); each parked key with its lane and line.
+        self._parked: dict[Hashable, tuple[deque[K], deque[K]]] = {}
         self._parked_keys: dict[K, tuple[Hashable, bool]] = {}
         # Keys taken off a parked line: the lane whose freed turn each holds, and whether
         # it is urgent (where it parks again if the turn was taken meanwhile).
@@ -164,8 +163,8 @@ class WorkQueue(Generic[K]):
                 if woken_for != lane:
                     self._wake_parked(woken_for)
             if lane is not None and self._in_lane.get(lane, 0) >= self._lane_limit:
-                lines = self._parked_urgent if urgent else self._parked
-                lines.setdefault(lane, deque()).append(key)
+                changed, wakeups = self._parked.setdefault(lane, (deque(), deque()))
+                (changed if urgent else wakeups).append(key)
                 self._parked_keys[key] = (lane, urgent)
                 continue
             self._queued.discard(key)
@@ -204,24 +203,20 @@ class WorkQueue(Generic[K]):
     def _wake_parked(self, lane: Hashable) -> None:
         """The lane's longest-parked key (urgent ones first) goes to the head of the
         queue, holding the turn."""
-        for lines in (self._parked_urgent, self._parked):
-            parked = lines.get(lane)
-            if parked:
-                key = parked.popleft()
-                if not parked:
-                    del lines[lane]
-                self._woken[key] = self._parked_keys.pop(key)
-                self._urgent.appendleft(key)
-                self._items.release()
-                return
+        if lane not in self._parked:
+            return
+        changed, wakeups = self._parked[lane]
+        key = (changed or wakeups).popleft()
+        if not changed and not wakeups:
+            del self._parked[lane]
+        self._woken[key] = self._parked_keys.pop(key)
+        self._urgent.appendleft(key)
+        self._items.release()
 
     def _promote_parked(self, key: K) -> None:
         lane, urgent = self._parked_keys[key]
-        if urgent:
-            return
-        parked = self._parked[lane]
-        parked.remove(key)
-        if not parked:
-            del self._parked[lane]
-        self._parked_urgent.setdefault(lane, deque()).append(key)
-        self._parked_keys[key] = (lane, True)
+        if not urgent:
+            changed, wakeups = self._parked[lane]
+            wakeups.remove(key)
+            changed.append(key)
+            self._parked_keys[key] = (lane, True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from collections.abc import Callable
 
 import pytest
@@ -318,7 +319,6 @@ def test_every_key_added_is_reconciled_after_while_lanes_change(seed: int) -> No
     """Liveness under churn: keys move between lanes (and out of them) while parked,
     queued or running, and are added again meanwhile; once the adding stops, every key
     has had a pass that began after its last add."""
-    import random
 
     async def scenario() -> list[str]:
         rng = random.Random(seed)
