@@ -63,6 +63,21 @@ def controller_status_writes(events: list[dict[str, Any]]) -> int:
     )  # fmt: skip
 
 
+def job_load(events: list[dict[str, Any]]) -> Counter[str]:
+    """What the real node's Jobs cost the platform: Jobs and Pods made by the controllers,
+    the kubelet's Pod status writes."""
+    counts: Counter[str] = Counter()
+    for event in events:
+        ref, agent = event.get("objectRef") or {}, event.get("userAgent", "")
+        resource = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource")
+                                               else "")  # fmt: skip
+        if event["verb"] == "create" and resource in ("jobs", "pods"):
+            counts[f"{resource} created"] += 1
+        elif agent.startswith("kubelet/") and resource == "pods/status":
+            counts["kubelet pod status writes"] += 1
+    return counts
+
+
 def reads(counts: Counter[str]) -> int:
     return sum(n for key, n in counts.items() if key.split(" ")[0] in READS)
 
@@ -90,6 +105,8 @@ class Process:
 class Seen:
     ready_at: float | None = None
     missed: set[str] = field(default_factory=set)
+    # Each slot's last reported outcome: a run's result, or "missed: <reason>".
+    outcomes: dict[str, str] = field(default_factory=dict)
 
 
 class ScheduledJobWatch:
@@ -134,6 +151,9 @@ class ScheduledJobWatch:
                 seen.ready_at = now
             for run in status.get("recentMissedRuns") or []:
                 seen.missed.add(run["scheduledTime"])
+                seen.outcomes[run["scheduledTime"]] = f"missed: {run['reason']}"
+            for run in status.get("recentRuns") or []:
+                seen.outcomes[run["scheduledTime"]] = run["result"]
 
     def ready(self, names: list[str] | None = None) -> int:
         with self.lock:
@@ -144,6 +164,16 @@ class ScheduledJobWatch:
         with self.lock:
             seen = self.seen.get(name)
             return seen.ready_at if seen else None
+
+    def outcomes(self, names: list[str], start: str, end: str) -> Counter[str]:
+        """The reported outcome of each slot in [start, end) of these objects, counted
+        (RFC 3339 UTC times compare as strings)."""
+        with self.lock:
+            return Counter(
+                outcome for n in names
+                for slot, outcome in self.seen.get(n, Seen()).outcomes.items()
+                if start <= slot < end
+            )  # fmt: skip
 
     def showing(self, names: list[str], slot: str) -> int:
         with self.lock:

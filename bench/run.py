@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
@@ -40,6 +41,7 @@ from observe import (  # noqa: E402
     ScheduledJobWatch,
     controller_status_writes,
     histogram_quantile,
+    job_load,
     operator_requests,
     percentile,
     reads,
@@ -51,7 +53,16 @@ from temporalio.client import (  # noqa: E402
     ScheduleActionStartWorkflow,
     ScheduleSpec,
 )
-from workload import DEFAULT_MIX, Item, as_list, cronjob, scheduledjob, workload  # noqa: E402
+from workload import (  # noqa: E402
+    DEFAULT_MIX,
+    NO_NODE_CONTAINER,
+    Item,
+    as_list,
+    cronjob,
+    node_container,
+    scheduledjob,
+    workload,
+)
 
 from localstack import LocalStack, Ports  # noqa: E402
 from localstack.sundial_setup import (  # noqa: E402
@@ -64,6 +75,9 @@ from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, free_port, scr
 
 NAMESPACE = "bench"
 FLOOR_NAMESPACE = "floor"
+# Slots this close to the steady window's end may not have run and ended yet: their
+# outcomes are not counted.
+SETTLE_MARGIN_S = 120
 
 
 def log(message: str) -> None:
@@ -144,6 +158,18 @@ def gc_pauses_between(
     return pauses
 
 
+def node_servers(stack: LocalStack) -> tuple[tuple[str, Any], ...]:
+    """The node's own servers, for CPU accounting (none without the node)."""
+    if not stack.with_node:
+        return ()
+    return (("kube-scheduler", stack.scheduler), ("kubelet", stack.node.kubelet),
+            ("containerd", stack.node.containerd))  # fmt: skip
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def wait_for(what: str, check: object, timeout: float, every: float = 1.0) -> float:
     began = time.monotonic()
     while not check():  # type: ignore[operator]
@@ -185,7 +211,11 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
     state.mkdir(exist_ok=True)
     audit_path.unlink(missing_ok=True)
     os.environ["SUNDIAL_APISERVER_AUDIT_LOG"] = str(audit_path)
-    with LocalStack(state, ports, node=False) as stack:
+    with LocalStack(state, ports, node=args.node) as stack:
+        # With the node, every Job really runs (busybox, a second): real Job and Pod
+        # events reach the operator's watches and the controllers.
+        container = node_container(stack.images["busybox"]) if args.node else NO_NODE_CONTAINER
+        result["node"] = args.node
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
         audit = AuditLog(audit_path)
         kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
@@ -196,13 +226,13 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
 
         # 1. the floor, then cleared away before Sundial starts
         began = time.monotonic()
-        floor_docs = as_list([cronjob(i, FLOOR_NAMESPACE) for i in k_items])
+        floor_docs = as_list([cronjob(i, FLOOR_NAMESPACE, container) for i in k_items])
         kubectl.run("create", "-f", "-", stdin=json.dumps(floor_docs), timeout=None)
         floor_k = time.monotonic() - began
         floor_t = asyncio.run(temporal_floor(stack.temporal_address, t_items)) if t_items else 0.0
         # What the apiserver alone takes to store the ScheduledJobs (a CRD, CEL rules).
         began = time.monotonic()
-        crd_docs = as_list([scheduledjob(i, FLOOR_NAMESPACE) for i in items])
+        crd_docs = as_list([scheduledjob(i, FLOOR_NAMESPACE, container) for i in items])
         kubectl.run("create", "-f", "-", stdin=json.dumps(crd_docs), timeout=None)
         floor_crd = time.monotonic() - began
         result["floor_scheduledjobs_s"] = floor_crd
@@ -235,10 +265,11 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         busy = {name: Process(server.proc.pid) for name, server in (
             ("kube-apiserver", stack.apiserver), ("etcd", stack.etcd),
             ("temporal", stack.temporal), ("kube-controller-manager", stack.kcm),
+            *node_servers(stack),
         ) if server.proc is not None} | {"operator": Process(operator.proc.pid)}  # fmt: skip
         busy_before = {name: process.cpu_seconds() for name, process in busy.items()}
         began, began_wall = time.monotonic(), time.time()
-        docs = as_list([scheduledjob(i, NAMESPACE) for i in items])
+        docs = as_list([scheduledjob(i, NAMESPACE, container) for i in items])
         kubectl.run("create", "-f", "-", stdin=json.dumps(docs), timeout=None)
         created = time.monotonic() - began
         wait_for("all Ready", lambda: watch.ready() >= size, 3600, every=0.5)
@@ -269,7 +300,11 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         for item in extra:
             began_at = time.time()
             watch.custom.create_namespaced_custom_object(
-                "sundial.dev", "v1alpha1", NAMESPACE, "scheduledjobs", scheduledjob(item, NAMESPACE)
+                "sundial.dev",
+                "v1alpha1",
+                NAMESPACE,
+                "scheduledjobs",
+                scheduledjob(item, NAMESPACE, container),
             )
             wait_for(f"{item.name} Ready", lambda n=item.name: watch.ready_at(n), 120, every=0.02)
             latencies.append(watch.ready_at(item.name) - began_at)  # type: ignore[operator]
@@ -304,7 +339,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         # (the CronJob controller runs in the controller-manager).
         servers = {name: Process(server.proc.pid) for name, server in (
             ("kube-controller-manager", stack.kcm), ("kube-apiserver", stack.apiserver),
-            ("etcd", stack.etcd), ("temporal", stack.temporal),
+            ("etcd", stack.etcd), ("temporal", stack.temporal), *node_servers(stack),
         ) if server.proc is not None}  # fmt: skip
         servers_cpu = {name: server.cpu_seconds() for name, server in servers.items()}
         before = scrape(operator.metrics_url)
@@ -352,6 +387,11 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             "controller_cronjob_status_writes": controller_status_writes(events),
             "controller_writes_per_kubernetes_slot":
                 controller_status_writes(events) / max(1, slots["kubernetes"]),
+            "job_load": dict(job_load(events)),
+            "kubernetes_slot_outcomes": dict(watch.outcomes(
+                [i.name for i in everything if i.backend == "kubernetes"],
+                iso(start), iso(end - timedelta(seconds=SETTLE_MARGIN_S)),
+            )),
             "loop_lag_p99_s": histogram_quantile(lag, 0.99),
             "loop_lag_samples_over_100ms": lag_over(lag, 0.1),
             "gc_pauses": gc_pauses,
@@ -396,7 +436,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             "v1alpha1",
             NAMESPACE,
             "scheduledjobs",
-            scheduledjob(after_restart, NAMESPACE),
+            scheduledjob(after_restart, NAMESPACE, container),
         )
         wait_for("restart caught up", lambda: watch.ready_at("after-restart"), 1800, every=0.2)
         restart_s = time.monotonic() - began
@@ -453,6 +493,11 @@ def main() -> None:
     parser.add_argument("--profile-seconds", type=int, default=60)
     parser.add_argument("--temporal-share", type=float, default=0.2)
     parser.add_argument("--non-utc-share", type=float, default=0.1)
+    parser.add_argument(
+        "--node",
+        action="store_true",
+        help="run the stack's real node: each Job a one-second busybox run (docs: bench/README)",
+    )
     parser.add_argument("--mix", default=",".join(f"{k}={v}" for k, v in DEFAULT_MIX))
     parser.add_argument("--out", type=Path, default=REPO / ".stack-bench" / "results.json")
     args = parser.parse_args()

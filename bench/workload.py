@@ -8,6 +8,10 @@ from dataclasses import dataclass
 # (kind, share): 20 % every minute, 20 % every 5 minutes, 40 % hourly, 20 % daily.
 DEFAULT_MIX = (("minute", 0.2), ("five", 0.2), ("hourly", 0.4), ("daily", 0.2))
 ZONES = ("America/New_York", "Europe/Berlin", "Asia/Tokyo")
+# Without a node no Pod runs, so any image name will do. With the node (bench/run.py
+# --node), each Job is a short busybox run: the image is the node's own busybox.
+NO_NODE_CONTAINER: dict[str, object] = {"image": "bench:1"}
+NODE_COMMAND = ["sh", "-c", "sleep 1"]
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,18 @@ def workload(
     return items
 
 
-def scheduledjob(item: Item, namespace: str) -> dict[str, object]:
+def node_container(busybox: str) -> dict[str, object]:
+    return {"image": busybox, "command": NODE_COMMAND}
+
+
+def scheduledjob(
+    item: Item, namespace: str, container: dict[str, object] = NO_NODE_CONTAINER
+) -> dict[str, object]:
     spec: dict[str, object] = {"schedule": item.schedule, "timeZone": item.time_zone}
     if item.backend == "temporal":
         spec |= {"backend": "temporal", "workflow": {"type": "BenchNoop", "taskQueue": "bench"}}
     else:
-        spec |= {"job": {"image": "bench:1"}}
+        spec |= {"job": dict(container)}
     return {
         "apiVersion": "sundial.dev/v1alpha1",
         "kind": "ScheduledJob",
@@ -67,7 +77,9 @@ def scheduledjob(item: Item, namespace: str) -> dict[str, object]:
     }
 
 
-def cronjob(item: Item, namespace: str) -> dict[str, object]:
+def cronjob(
+    item: Item, namespace: str, container: dict[str, object] = NO_NODE_CONTAINER
+) -> dict[str, object]:
     """The floor: the CronJob a user would write by hand for the same schedule."""
     return {
         "apiVersion": "batch/v1",
@@ -79,7 +91,7 @@ def cronjob(item: Item, namespace: str) -> dict[str, object]:
             "concurrencyPolicy": "Forbid",
             "jobTemplate": {"spec": {"template": {"spec": {
                 "restartPolicy": "Never",
-                "containers": [{"name": "job", "image": "bench:1"}],
+                "containers": [{"name": "job", **container}],
             }}}},
         },
     }  # fmt: skip
