@@ -33,6 +33,7 @@ from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.planning.selector import LabelSelector, parse_selector
+from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
 from sundial.temporal import RequestBudget, Temporal
 from sundial.temporal_backend import TemporalBackend, temporal_lane
@@ -255,6 +256,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
         asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
+        asyncio.create_task(PodWatch(kube, cache, config.namespaces).run(), name="sundial-pods"),
         asyncio.create_task(collect_every(), name="sundial-gc"),
     ]
     if watch is not None:

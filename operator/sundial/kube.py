@@ -9,7 +9,9 @@ reads the raw answer in full, `_request`: building those classes costs more than
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -19,12 +21,15 @@ from typing import Any, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from sundial.api.models import GROUP, PLURAL, VERSION
 
 FIELD_MANAGER = "sundial"
 USER_AGENT = f"sundial/{metadata.version('sundial')}"
 LIST_PAGE = 500
+# A watch's length before the server ends it (and the caller resumes it), as kopf's.
+WATCH_SECONDS = 300
 
 __all__ = ["ApiException", "KubeClient", "LeaseClient", "is_invalid", "is_not_found"]
 
@@ -185,6 +190,73 @@ class KubeClient:
         )
         items: list[dict[str, Any]] = _json(response).get("items") or []
         return items
+
+    async def list_pod_pages(
+        self, namespace: str | None, label_selector: str, field_selector: str
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """The selected Pods a page at a time, each page with the listing's resourceVersion
+        (a watch from it misses nothing). namespace None: every namespace."""
+        call: Any = (partial(self._core.list_namespaced_pod, namespace) if namespace
+                     else self._core.list_pod_for_all_namespaces)  # fmt: skip
+        token: str | None = None
+        version = ""
+        while True:
+            extra: dict[str, Any] = {"limit": LIST_PAGE, "label_selector": label_selector,
+                                     "field_selector": field_selector}  # fmt: skip
+            if token:
+                extra["_continue"] = token
+            page = _json(await _request(call, **extra))
+            meta = page.get("metadata") or {}
+            version = version or meta.get("resourceVersion", "")
+            token = meta.get("continue")
+            yield page.get("items") or [], version
+            if not token:
+                break
+
+    async def watch_pods(
+        self, namespace: str | None, label_selector: str, field_selector: str, version: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The selected Pods' watch events from `version` on, until the server ends the
+        watch (after about WATCH_SECONDS). The client blocks while it waits, so the
+        answer is read in a thread of its own, not one of the request threads."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+        call: Any = (partial(self._core.list_namespaced_pod, namespace) if namespace
+                     else self._core.list_pod_for_all_namespaces)  # fmt: skip
+        responses: list[Any] = []
+
+        def deliver(item: dict[str, Any] | BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                loop.call_soon_threadsafe(events.put_nowait, item)
+
+        def read() -> None:
+            try:
+                response = call(
+                    watch=True, label_selector=label_selector, field_selector=field_selector,
+                    resource_version=version, allow_watch_bookmarks=True,
+                    timeout_seconds=WATCH_SECONDS, _preload_content=False,
+                    _request_timeout=(30, WATCH_SECONDS + 30),
+                )  # fmt: skip
+                responses.append(response)
+                for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                    deliver(json.loads(line))
+            except BaseException as error:  # handed to the loop, raised there
+                deliver(error)
+            else:
+                deliver(None)
+            finally:
+                if responses:
+                    responses[0].release_conn()
+
+        threading.Thread(target=read, name="sundial-pod-watch", daemon=True).start()
+        try:
+            while (item := await events.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if responses:  # cancelled or abandoned: ends the thread's read
+                responses[0].close()
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

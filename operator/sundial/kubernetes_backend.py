@@ -49,13 +49,10 @@ from sundial.planning.schedule import (
     parse_time,
     timetable,
 )
-from sundial.watchcache import job_record, without_bookkeeping
+from sundial.watchcache import JOB_NAME_LABEL, job_record, without_bookkeeping
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
-
-# The Job controller's label on each Pod it makes (Kubernetes 1.27+).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @dataclass
@@ -211,24 +208,29 @@ class KubernetesBackend:
     async def _with_pod_times(
         self, namespace: str, observed: list[ObservedRun], ended: set[str]
     ) -> list[ObservedRun]:
-        """The runs of the Jobs in `ended` with their Pods' start and finish (one LIST of
-        a Job's Pods, on the one pass that counts it ended; the Job's own times are the
-        Job controller's, seconds off on a busy node)."""
+        """The runs of the Jobs in `ended` with their Pods' start and finish, on the one
+        pass that counts each ended (the Job's own times are the Job controller's, seconds
+        off on a busy node): from the Pod watch, or, when it has not shown all the Job's
+        ended Pods yet, one LIST of them."""
         timed: list[ObservedRun] = []
         for run in observed:
             if run.job_name in ended:
-                try:
-                    pods = await self.kube.list_pods(namespace, f"{JOB_NAME_LABEL}={run.job_name}")
-                except ApiException as error:
-                    raise Retry(
-                        f"reading the Pods of Job {run.job_name}: {api_error_message(error)}",
-                        refusal_reason(error),
-                    ) from None
-                span = pod_span(pods)
+                span = self.cache.pod_span(namespace, run.job_name)
+                if span is None:
+                    span = pod_span(await self._list_pods(namespace, run.job_name))
                 if span is not None:
                     run = replace(run, start_time=span[0], completion_time=span[1])
             timed.append(run)
         return timed
+
+    async def _list_pods(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+        try:
+            return await self.kube.list_pods(namespace, f"{JOB_NAME_LABEL}={job_name}")
+        except ApiException as error:
+            raise Retry(
+                f"reading the Pods of Job {job_name}: {api_error_message(error)}",
+                refusal_reason(error),
+            ) from None
 
     async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
         """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and

@@ -30,6 +30,7 @@ from sundial.planning.cronjob import (
     slot_from_job_name,
 )
 from sundial.planning.missed import JobRecord
+from sundial.planning.runs import pod_span
 from sundial.planning.schedule import parse_time
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
@@ -39,6 +40,8 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 MAX_TOMBSTONES = 10_000
 # Deleted Jobs kept per owner until the status lists their runs (bounded either way).
 MAX_DEPARTED_PER_OWNER = 16
+# The Job controller's label on each Pod it makes (Kubernetes 1.27+).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # kubectl's client-side apply keeps the whole applied object in this annotation.
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -90,6 +93,7 @@ def job_record(job: dict[str, Any]) -> JobRecord | None:
         requested=(meta.get("annotations") or {}).get(REQUEST_ANNOTATION),
         reason=conditions["Failed"].get("reason") if failed else None,
         message=conditions["Failed"].get("message") if failed else None,
+        pods_ended=int(status.get("succeeded") or 0) + int(status.get("failed") or 0),
     )
 
 
@@ -198,6 +202,9 @@ class WatchCache:
         self._jobs_by_owner: dict[Key, set[Key]] = defaultdict(set)
         self._seen: dict[Key, set[datetime]] = defaultdict(set)
         self._departed: dict[Key, dict[str, JobRecord]] = defaultdict(dict)
+        # When each ended Pod of a Job ran, by Job (namespace, name) and Pod name: the
+        # run's times, without listing its Pods (podwatch.py).
+        self._pod_spans: dict[Key, dict[str, tuple[datetime, datetime]]] = {}
         self.watching_since = datetime.now(UTC)
 
     # ---- fed by list and watch -------------------------------------------------------
@@ -251,6 +258,7 @@ class WatchCache:
         job = object_key(obj)
         entry = self._jobs.objects.get(job)
         self._jobs.remove(job, resource_version(obj))
+        self._pod_spans.pop(job, None)
         if entry is not None:
             self._jobs_by_owner[entry["owner"]].discard(job)
             # Its last state stays until the status lists the run (ttlSecondsAfterFinished
@@ -262,6 +270,53 @@ class WatchCache:
                 del departed[next(iter(departed))]
         return owner_key(obj)
 
+    def put_pod(self, obj: dict[str, Any]) -> None:
+        """An ended Pod of a Sundial Job: when it ran (its start, its last container's end)."""
+        meta = obj.get("metadata") or {}
+        job_name = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+        span = pod_span([obj])
+        if job_name and span is not None:
+            self._pod_spans.setdefault((meta.get("namespace", ""), job_name), {})[
+                meta.get("name", "")
+            ] = span
+
+    def remove_pod(self, obj: dict[str, Any]) -> None:
+        """A deleted Pod's times stay while its Job is cached (a TTL of 0 takes the Pods
+        as the Job ends, maybe before a pass saw the end); they go with the Job."""
+        meta = obj.get("metadata") or {}
+        job = (meta.get("namespace", ""), (meta.get("labels") or {}).get(JOB_NAME_LABEL, ""))
+        if job in self._jobs.objects:
+            return
+        spans = self._pod_spans.get(job)
+        if spans is not None:
+            spans.pop(meta.get("name", ""), None)
+            if not spans:
+                del self._pod_spans[job]
+
+    def pod_span(self, namespace: str, job_name: str) -> tuple[datetime, datetime] | None:
+        """When the Job's Pods ran, if the Pods seen ended are all that ended (its
+        succeeded and failed counts); None otherwise: then they are listed."""
+        spans = self._pod_spans.get((namespace, job_name))
+        entry = self._jobs.objects.get((namespace, job_name))
+        if not spans or entry is None or len(spans) < entry["record"].pods_ended:
+            return None
+        return min(s for s, _ in spans.values()), max(e for _, e in spans.values())
+
+    def prune_pods(self, listed: set[tuple[str, str]], namespace: str | None = None) -> None:
+        """After a fresh listing of the ended Pods ((namespace, Pod name) pairs) of one
+        namespace (None: all): drop the times of Pods it lacks whose Job is not cached (a
+        deletion the watch missed)."""
+        for job in [j for j in self._pod_spans if j not in self._jobs.objects
+                    and namespace in (None, j[0])]:  # fmt: skip
+            spans = self._pod_spans[job]
+            for pod in [p for p in spans if (job[0], p) not in listed]:
+                del spans[pod]
+            if not spans:
+                del self._pod_spans[job]
+
+    def pod_count(self) -> int:
+        return sum(len(spans) for spans in self._pod_spans.values())
+
     def prune(self, kind: str, listed: set[Key], list_started: float) -> list[Key]:
         entries = {"scheduledjobs": self._scheduledjobs, "cronjobs": self._cronjobs,
                    "jobs": self._jobs}[kind]  # fmt: skip
@@ -269,6 +324,7 @@ class WatchCache:
             for job in [k for k in entries.objects if k not in listed]:
                 if entries.heard[job] < list_started:
                     self._jobs_by_owner[entries.objects[job]["owner"]].discard(job)
+                    self._pod_spans.pop(job, None)
         return entries.prune(listed, list_started)
 
     def _remember_slot(self, owner: Key, slot: datetime) -> None:

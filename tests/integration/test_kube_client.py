@@ -1,14 +1,21 @@
-"""The operator's Kubernetes client against the real apiserver: its connections are reused."""
+"""The operator's Kubernetes client against the real apiserver: its connections are reused,
+its own Pod watch sees what the node ran."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from localstack import LocalStack
 from sundial.kube import KubeClient, load_api_client
+from sundial.planning.cronjob import SCHEDULEDJOB_LABEL
+from sundial.podwatch import PodWatch
+from sundial.watchcache import WatchCache
+from support import Kubectl, eventually, parse_time
 
 pytestmark = pytest.mark.cluster
 
@@ -39,3 +46,62 @@ def test_writes_whose_answer_is_not_needed_reuse_their_connections(
     # Calls run one at a time here: one connection serves them all (a second, should the
     # server close one).
     assert opened <= 2, opened
+
+
+def test_the_pod_watch_shows_when_the_pods_of_sundials_jobs_ran(
+    stack: LocalStack, kubectl: Kubectl, namespace: str
+) -> None:
+    """podwatch.PodWatch against the real apiserver and node: the ended Pod of a Job that
+    carries Sundial's label reaches the cache with the times the Pod itself shows; a Pod
+    of another Job (no label) and a Pod still running (the field selector) do not."""
+    if not stack.with_node:
+        pytest.skip("needs the node (SUNDIAL_NODE=0)")
+    busybox = stack.images["busybox"]
+
+    def job(name: str, labels: dict[str, str], script: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": name, "namespace": namespace, "labels": labels,
+            # As the CronJob controller marks its Jobs: the slot it was for.
+            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp":
+                            "2026-12-05T10:00:00Z"}},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "job", "image": busybox,
+                                "command": ["sh", "-c", script]}]}}},
+        }  # fmt: skip
+
+    def succeeded(name: str) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            found = kubectl.get("job", name, namespace)
+            return found if found and found.get("status", {}).get("succeeded") else None
+
+        return eventually(probe, 120, 0.5, f"Job {name} succeeded")
+
+    ours = {SCHEDULEDJOB_LABEL: "watched"}
+    cache = WatchCache()
+
+    async def watch_while_jobs_run() -> dict[str, Any]:
+        kube = KubeClient(load_api_client(str(stack.kubeconfig)))
+        watching = asyncio.create_task(PodWatch(kube, cache, [namespace]).run())
+        try:
+            await asyncio.sleep(1)  # listed (nothing yet): what follows comes by the watch
+            jobs = [job("ended", ours, "sleep 1"), job("others", {}, "sleep 1"),
+                    job("running", ours, "sleep 600")]  # fmt: skip
+            listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs})
+            await asyncio.to_thread(kubectl.run, "apply", "-f", "-", stdin=listing)
+            ended = await asyncio.to_thread(succeeded, "ended")
+            await asyncio.to_thread(succeeded, "others")
+            await asyncio.sleep(3)  # the watch's event for "others", were it let through
+            return ended
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    ended = asyncio.run(watch_while_jobs_run())
+    cache.put_job(ended)
+    listed = kubectl.run("get", "pods", "-n", namespace, "-l", "job-name=ended", "-o", "json")
+    (pod,) = json.loads(listed.stdout)["items"]
+    finished = pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+    assert cache.pod_span(namespace, "ended") == (
+        parse_time(pod["status"]["startTime"]), parse_time(finished))  # fmt: skip
+    assert cache.pod_count() == 1, "only the ended Pod of Sundial's Job"

@@ -134,13 +134,13 @@ def test_full_template_is_copied_and_labelled() -> None:
     }
     manifest = cronjob_manifest(scheduledjob(job={"template": template}))
     rendered = manifest["spec"]["jobTemplate"]
-    assert rendered["spec"] == template["spec"]
-    assert rendered["metadata"]["labels"] == {
-        "team": "a",
-        "app.kubernetes.io/managed-by": "sundial",
-        SCHEDULEDJOB_LABEL: "invoices",
-    }
+    labels = {"app.kubernetes.io/managed-by": "sundial", SCHEDULEDJOB_LABEL: "invoices"}
+    # The Pods too carry the label: the Pod watch selects them by it.
+    pod_template = {**template["spec"]["template"], "metadata": {"labels": labels}}
+    assert rendered["spec"] == {**template["spec"], "template": pod_template}
+    assert rendered["metadata"]["labels"] == {"team": "a", **labels}
     assert template["metadata"]["labels"] == {"team": "a"}, "the input is not modified"
+    assert "metadata" not in template["spec"]["template"], "the input is not modified"
 
 
 def test_identity_owner_and_labels() -> None:

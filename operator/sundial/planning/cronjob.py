@@ -142,8 +142,12 @@ def _shorthand_job_template(job: JobSpec, labels: dict[str, str]) -> dict[str, A
 def _full_job_template(template: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     rendered = copy.deepcopy(template)
     metadata = rendered.setdefault("metadata", {})
-    # Our label on every Job lets the operator find a ScheduledJob's runs with one watch.
+    # Our label on every Job lets the operator find a ScheduledJob's runs with one watch,
+    # and on every Pod, their times (podwatch.py).
     metadata["labels"] = {**metadata.get("labels", {}), **labels}
+    pod = rendered.setdefault("spec", {}).setdefault("template", {})
+    pod_metadata = pod.setdefault("metadata", {})
+    pod_metadata["labels"] = {**(pod_metadata.get("labels") or {}), **labels}
     return rendered
 
 

@@ -62,6 +62,9 @@ class JobRecord:
     deleted: bool = False
     # Made for a request (RunNow/<id>, Backfill/<id>), not by the CronJob controller.
     requested: str | None = None
+    # Its Pods that ended (the Job's succeeded + failed counts): whether the Pods seen
+    # ended are all of them.
+    pods_ended: int = 0
 
     def active_at(self, moment: datetime) -> bool:
         began = self.start_time or self.created
