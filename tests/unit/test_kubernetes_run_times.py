@@ -81,14 +81,20 @@ def judged_once(cache: WatchCache, kube: CountingKube) -> ScheduledJob:
     return sj.model_copy(update={"status": outcome.status})
 
 
-def test_an_ended_runs_times_come_from_its_watched_pods_without_a_listing() -> None:
-    slot = NOW.replace(second=0)
+def cache_with_ended_job(slot: datetime, **pod_counts: int) -> tuple[WatchCache, dict[str, Any]]:
+    """A minute CronJob in place and its Job for `slot`, ended with these Pod counts."""
     cache = WatchCache()
     cache.watching_since = NOW - timedelta(days=1)
     cache.put_cronjob(running_cronjob("* * * * *", slot))
     job = job_for(slot)
-    job["status"]["succeeded"] = 1
+    job["status"] |= pod_counts
     cache.put_job(job)
+    return cache, job
+
+
+def test_an_ended_runs_times_come_from_its_watched_pods_without_a_listing() -> None:
+    slot = NOW.replace(second=0)
+    cache, job = cache_with_ended_job(slot, succeeded=1)
     cache.put_pod(ended_pod(job, "p1", slot + timedelta(seconds=3), slot + timedelta(seconds=4)))
     kube = CountingKube()
     sj = judged_once(cache, kube)
@@ -101,12 +107,7 @@ def test_an_ended_runs_times_come_from_its_watched_pods_without_a_listing() -> N
 def test_a_run_with_more_ended_pods_than_the_watch_delivered_lists_them() -> None:
     """Two Pods failed (a retry), the watch has shown one so far: the listing decides."""
     slot = NOW.replace(second=0)
-    cache = WatchCache()
-    cache.watching_since = NOW - timedelta(days=1)
-    cache.put_cronjob(running_cronjob("* * * * *", slot))
-    job = job_for(slot)
-    job["status"]["succeeded"], job["status"]["failed"] = 1, 1
-    cache.put_job(job)
+    cache, job = cache_with_ended_job(slot, succeeded=1, failed=1)
     cache.put_pod(ended_pod(job, "p2", slot + timedelta(seconds=9), slot + timedelta(seconds=10)))
     kube = CountingKube()
     judged_once(cache, kube)
