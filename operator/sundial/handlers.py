@@ -46,9 +46,12 @@ log = logging.getLogger(__name__)
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 OWNED_JOBS = {SCHEDULEDJOB_LABEL: kopf.PRESENT}
 # A run is a burst of events from owned objects (the Job created, the CronJob's status,
-# the Job's status, within about half a second): a pass that waits this long after the
-# first sees them all and writes the status once, not once for each.
-OWNED_EVENTS_FOLDED = 1.0
+# the Job's status, within about half a second), and another when it ends: a pass that
+# waits this long after the first sees them all and writes the status once, not once for
+# each. A run that ends within it (a short job: its Pod starts in about 3 s on an idle
+# node) has its start and its end in that one write: one status write per run, not two.
+# The status shows a run this much after its Job appears.
+OWNED_EVENTS_FOLDED = 5.0
 # How often the cache is checked against a full listing (client-go's informer resync).
 RELIST_SECONDS = 600.0
 # Listed objects put into the cache between two turns of the event loop.

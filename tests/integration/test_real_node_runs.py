@@ -28,6 +28,7 @@ from support import (
     Background,
     Kubectl,
     OperatorProcess,
+    audit_events,
     conditions_of,
     eventually,
     fresh_namespace,
@@ -48,6 +49,9 @@ ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 # A scenario's worst case on a loaded 2-core machine is about 6 minutes: M1 up to 80 s
 # away, M4 three minutes later, and the deadlines after M4.
 SCENARIO_SECONDS = 600
+# A run whose Job ends this soon after it was made ends within the fold of its events
+# (handlers.OWNED_EVENTS_FOLDED, 5 s, less a second for the events' way to the operator).
+SHORT_RUN_SECONDS = 4.0
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +188,35 @@ def run_for(current: dict[str, Any], slot: datetime) -> dict[str, Any] | None:
     return next((r for r in runs if parse_time(r["scheduledTime"]) == slot), None)
 
 
+def of_object(event: dict[str, Any], resource: str, namespace: str, name: str) -> bool:
+    ref = event.get("objectRef") or {}
+    return (ref.get("resource"), ref.get("namespace"), ref.get("name")) == (
+        resource, namespace, name)  # fmt: skip
+
+
+def status_writes(
+    audit: list[dict[str, Any]], namespace: str, name: str, since: datetime, until: datetime
+) -> list[str]:
+    """When the operator wrote the ScheduledJob's status in [since, until)."""
+    return [
+        event["requestReceivedTimestamp"] for event in audit
+        if event.get("userAgent", "").startswith("sundial/") and event["verb"] == "patch"
+        and of_object(event, "scheduledjobs", namespace, name)
+        and event["objectRef"].get("subresource") == "status"
+        and since <= parse_time(event["requestReceivedTimestamp"]) < until
+    ]  # fmt: skip
+
+
+def job_lifetime(audit: list[dict[str, Any]], namespace: str, name: str) -> float:
+    """Seconds from the Job's creation to the Job controller's last status write (its end),
+    to the microsecond (the Job's own times are whole seconds)."""
+    writes = [(event["verb"], parse_time(event["requestReceivedTimestamp"])) for event in audit
+              if of_object(event, "jobs", namespace, name)]  # fmt: skip
+    created = min(at for verb, at in writes if verb == "create")
+    ended = max(at for verb, at in writes if verb in ("update", "patch"))
+    return (ended - created).total_seconds()
+
+
 def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
     listed = kubectl.run("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
                          "-o", "json")  # fmt: skip
@@ -244,6 +277,14 @@ def outcomes_durations_thresholds_and_signals(
         assert 0 <= run["startDelaySeconds"] < 30, run
         assert parse_time(run["startTime"]) - m1 == timedelta(seconds=run["startDelaySeconds"])
     assert 3 <= ok["durationSeconds"] < 15, ok
+    # A run that ends within the fold of its Job's events (5 s) is written once, its
+    # start and its end in one pass; a longer one twice: the writes a run requires.
+    audit = audit_events(stack.log_dir / "audit.log")
+    lasted = job_lifetime(audit, namespace, failed["jobName"])
+    written = status_writes(audit, namespace, "exits", m1, m1 + timedelta(seconds=50))
+    assert 1 <= len(written) <= 2, (lasted, written)
+    if lasted < SHORT_RUN_SECONDS:  # (a loaded machine may start the Pod later)
+        assert len(written) == 1, (lasted, written)
     exits = sj_status(kubectl, "exits", namespace)
     assert exits["lastResult"] == "Failed"
     assert exits["consecutiveFailures"] == 1
