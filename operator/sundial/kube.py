@@ -224,6 +224,7 @@ class KubeClient:
         call: Any = (partial(self._core.list_namespaced_pod, namespace) if namespace
                      else self._core.list_pod_for_all_namespaces)  # fmt: skip
         responses: list[Any] = []
+        stopping = threading.Event()
 
         def deliver(item: dict[str, Any] | BaseException | None) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
@@ -245,8 +246,8 @@ class KubeClient:
             else:
                 deliver(None)
             finally:
-                if responses:
-                    responses[0].release_conn()
+                if responses:  # a stream stopped halfway cannot serve another request
+                    (responses[0].close if stopping.is_set() else responses[0].release_conn)()
 
         threading.Thread(target=read, name="sundial-pod-watch", daemon=True).start()
         try:
@@ -255,8 +256,13 @@ class KubeClient:
                     raise item
                 yield item
         finally:
-            if responses:  # cancelled or abandoned: ends the thread's read
-                responses[0].close()
+            stopping.set()
+            if responses:
+                # Cancelled or abandoned: end the thread's read at once. A close from here
+                # would wait for that read to return (the apiserver's next bookmark, up to
+                # a minute away); shutting the socket down does not.
+                with contextlib.suppress(Exception):
+                    responses[0].shutdown()
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
