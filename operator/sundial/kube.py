@@ -191,13 +191,18 @@ class KubeClient:
         items: list[dict[str, Any]] = _json(response).get("items") or []
         return items
 
+    def _list_pods_call(self, namespace: str | None) -> Any:
+        """The Pod listing (and watch) of one namespace, or of all when None."""
+        if namespace:
+            return partial(self._core.list_namespaced_pod, namespace)
+        return self._core.list_pod_for_all_namespaces
+
     async def list_pod_pages(
         self, namespace: str | None, label_selector: str, field_selector: str
     ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
         """The selected Pods a page at a time, each page with the listing's resourceVersion
         (a watch from it misses nothing). namespace None: every namespace."""
-        call: Any = (partial(self._core.list_namespaced_pod, namespace) if namespace
-                     else self._core.list_pod_for_all_namespaces)  # fmt: skip
+        call = self._list_pods_call(namespace)
         token: str | None = None
         version = ""
         while True:
@@ -221,8 +226,7 @@ class KubeClient:
         answer is read in a thread of its own, not one of the request threads."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
-        call: Any = (partial(self._core.list_namespaced_pod, namespace) if namespace
-                     else self._core.list_pod_for_all_namespaces)  # fmt: skip
+        call = self._list_pods_call(namespace)
         responses: list[Any] = []
         stopping = threading.Event()
 
