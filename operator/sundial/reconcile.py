@@ -25,7 +25,7 @@ from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
 from sundial.planning import status as st
-from sundial.planning.requests import with_entry
+from sundial.planning.requests import with_entries
 from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
@@ -198,7 +198,7 @@ class Reconciler:
             hold = sj.spec.concurrency_policy == "Forbid" and self.kubernetes.run_in_progress(key)
             outcome = await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
             entries = await self.temporal.handle_requests(sj, prepared, table, now)
-            return _with_requests(outcome, entries)
+            return _with_requests(outcome, entries, sj.metadata.annotations)
         if TEMPORAL_FINALIZER in sj.metadata.finalizers:
             await self.kubernetes.check_accepted(key, sj, now)
             await self.temporal.retire(sj, now)
@@ -206,7 +206,7 @@ class Reconciler:
             await self._confirm_exists(key, sj)
         outcome = await self.kubernetes.reconcile(key, sj, table, now)
         entries = await self.kubernetes.handle_requests(key, sj, table, now)
-        return _with_requests(outcome, entries)
+        return _with_requests(outcome, entries, sj.metadata.annotations)
 
     async def _confirm_exists(self, key: Key, sj: ScheduledJob) -> None:
         """A GET before a backend object is first made: the cache may hold an object
@@ -369,13 +369,13 @@ class Reconciler:
         await self._report(minimal, body, "InvalidSpec", message, now)
 
 
-def _with_requests(outcome: Outcome, entries: list[RequestStatus]) -> Outcome:
+def _with_requests(
+    outcome: Outcome, entries: list[RequestStatus], annotations: dict[str, str]
+) -> Outcome:
     """The outcome with this pass's request entries in status.requests."""
     if not entries:
         return outcome
-    handled = outcome.status.requests
-    for entry in entries:
-        handled = with_entry(handled, entry)
+    handled = with_entries(outcome.status.requests, entries, annotations)
     return replace(outcome, status=outcome.status.model_copy(update={"requests": handled}))
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sundial.api.models import RequestStatus, ScheduledJobSpec
+from sundial.api.models import RequestStatus, ScheduledJobSpec, ScheduledJobStatus
 from sundial.planning import requests as rq
 from sundial.planning.schedule import timetable
 
@@ -94,8 +94,8 @@ def test_names_and_temporal_request_ids_are_the_same_for_the_same_request() -> N
 def test_the_list_keeps_the_latest_ten_with_one_entry_per_request() -> None:
     handled: list[RequestStatus] = []
     for index in range(12):
-        handled = rq.with_entry(handled, done("RunNow", f"r{index}"))
-    handled = rq.with_entry(handled, done("RunNow", "r11"))
+        handled = rq.with_entries(handled, [done("RunNow", f"r{index}")], {})
+    handled = rq.with_entries(handled, [done("RunNow", "r11")], {})
     assert [e.id for e in handled] == [f"r{i}" for i in range(2, 12)]
 
 
@@ -107,3 +107,18 @@ def test_a_temporal_run_belongs_to_the_backfill_whose_range_holds_it(started_lat
     started = NOW + timedelta(minutes=1) if started_late else NOW - timedelta(minutes=1)
     label = rq.backfill_of([entry], NOW - timedelta(hours=2), started)
     assert label == ("Backfill/b" if started_late else None)
+
+
+def test_a_standing_request_stays_settled_whatever_came_after_it() -> None:
+    # A backfill done and left annotated, then more run-now requests than the list keeps.
+    backfill = "b1;2026-12-01T00:00:00Z;2026-12-01T05:00:00Z"
+    handled = [done("Backfill", "b1")]
+    annotations = {rq.BACKFILL_ANNOTATION: backfill}
+    for index in range(rq.REQUESTS_KEPT + 1):
+        annotations = {**annotations, rq.RUN_NOW_ANNOTATION: f"r{index}"}
+        handled = rq.with_entries(handled, [done("RunNow", f"r{index}")], annotations)
+    _, to_act = rq.open_requests(annotations, handled, HOURLY, NOW)
+    assert [o.request.label for o in to_act] == []
+    # The list still fits status (the CRD's maxItems), the oldest run-now requests dropped.
+    assert ScheduledJobStatus.model_validate({"requests": handled}).requests == handled
+    assert ("RunNow", "r0") not in {(e.kind, e.id) for e in handled}

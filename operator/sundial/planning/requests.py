@@ -134,10 +134,33 @@ def over_cap_message(count: int) -> str:
     )
 
 
-def with_entry(handled: list[RequestStatus], entry: RequestStatus) -> list[RequestStatus]:
-    """The list with `entry` in place of the same request, newest last, REQUESTS_KEPT kept."""
-    rest = [r for r in handled if (r.kind, r.id) != (entry.kind, entry.id)]
-    return [*rest, entry][-REQUESTS_KEPT:]
+def standing(annotations: dict[str, str]) -> set[tuple[RequestKind, str]]:
+    """The requests the annotations make now, readable or not, as (kind, id)."""
+    return {
+        (found.kind, found.id) if isinstance(found, Request) else (found[0], found[1])
+        for found in requested(annotations)
+    }
+
+
+def with_entries(
+    handled: list[RequestStatus], entries: list[RequestStatus], annotations: dict[str, str]
+) -> list[RequestStatus]:
+    """status.requests with `entries` in place of the same requests, newest last, the oldest
+    dropped beyond REQUESTS_KEPT. The entries of the requests the annotations still make
+    are never dropped: the annotation stays on the object, and a request without its entry
+    is a new one, run again. (There are at most two: one per annotation.)"""
+    for entry in entries:
+        rest = [r for r in handled if (r.kind, r.id) != (entry.kind, entry.id)]
+        handled = [*rest, entry]
+    keep = standing(annotations)
+    excess = len(handled) - REQUESTS_KEPT
+    kept: list[RequestStatus] = []
+    for entry in handled:
+        if excess > 0 and (entry.kind, entry.id) not in keep:
+            excess -= 1
+            continue
+        kept.append(entry)
+    return kept
 
 
 def job_suffix(request: Request, slot: datetime) -> str:
