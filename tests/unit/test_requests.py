@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sundial.api.models import RequestStatus, ScheduledJobSpec, ScheduledJobStatus
 from sundial.planning import requests as rq
@@ -122,3 +124,61 @@ def test_a_standing_request_stays_settled_whatever_came_after_it() -> None:
     # The list still fits status (the CRD's maxItems), the oldest run-now requests dropped.
     assert ScheduledJobStatus.model_validate({"requests": handled}).requests == handled
     assert ("RunNow", "r0") not in {(e.kind, e.id) for e in handled}
+
+
+LONG = 1100  # over status.requests[].message's 1,024
+SHORT = 300  # a refusal says what to write, it does not echo what was written
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (rq.RUN_NOW_ANNOTATION, "x" * LONG),
+        (rq.RUN_NOW_ANNOTATION, "bad id " * (LONG // 7)),
+        (rq.BACKFILL_ANNOTATION, "b;" + "x" * LONG),
+        (rq.BACKFILL_ANNOTATION, "b;" + "x" * LONG + ";" + "y" * LONG),
+        (rq.BACKFILL_ANNOTATION, "x" * LONG + ";2026-12-01T00:00:00Z;2026-12-01T05:00:00Z"),
+        (rq.BACKFILL_ANNOTATION, "b;" + " " * LONG + "2026-12-01T05:00:00Z;2026-12-01T00:00:00Z"),
+        (rq.BACKFILL_ANNOTATION, "b;" + "\x00" * LONG + ";2026-12-01T00:00:00Z"),
+    ],
+)
+def test_a_long_annotation_is_refused_with_a_message_that_fits_status(
+    annotation: str, value: str
+) -> None:
+    refusals, to_act = rq.open_requests({annotation: value}, [], HOURLY, NOW)
+    assert to_act == []
+    (refusal,) = refusals
+    # What the pass does with it: the status as the CRD's schema takes it.
+    status = ScheduledJobStatus.model_validate({"requests": [refusal.model_dump(by_alias=True)]})
+    assert status.requests[0].outcome == "Refused"
+    assert annotation in refusal.message
+    assert len(refusal.message) <= SHORT
+
+
+# Any text, up to a few thousand characters (a piece repeated: hypothesis keeps plain
+# text short), and values shaped like a backfill, so its later checks are reached too.
+_TEXT = st.builds(lambda piece, times: piece * times, st.text(max_size=20), st.integers(1, 200))
+_TIME = st.one_of(st.just("2026-12-01T00:00:00Z"), st.just(" 2026-12-09T00:00:00+01:00"), _TEXT)
+_VALUES = st.one_of(_TEXT, st.builds(lambda i, a, b: f"{i};{a};{b}", _TEXT, _TIME, _TIME))
+
+
+@settings(max_examples=300, deadline=None)
+@given(annotation=st.sampled_from([rq.RUN_NOW_ANNOTATION, rq.BACKFILL_ANNOTATION]),
+       value=_VALUES)  # fmt: skip
+def test_every_refusal_fits_status_whatever_the_annotation_holds(
+    annotation: str, value: str
+) -> None:
+    refusals, to_act = rq.open_requests({annotation: value}, [], HOURLY, NOW)
+    for refusal in refusals:
+        ScheduledJobStatus.model_validate({"requests": [refusal.model_dump(by_alias=True)]})
+        assert len(refusal.message) <= SHORT, refusal.message
+    assert len(refusals) + len(to_act) == 1
+
+
+def test_a_quote_shows_a_short_value_whole_and_a_long_one_by_its_start_and_length() -> None:
+    assert rq.quoted("no good") == repr("no good")
+    long = "abc" * 400
+    shown = rq.quoted(long)
+    assert shown.startswith(repr(long[:10])[:-1])
+    assert f"{len(long)} characters" in shown
+    assert len(rq.quoted("\x00" * 500)) < 100

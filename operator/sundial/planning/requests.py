@@ -25,6 +25,9 @@ BACKFILL_ANNOTATION = "sundial.dev/backfill"
 MAX_BACKFILL_SLOTS = 100
 REQUESTS_KEPT = 10
 _EPSILON = timedelta(microseconds=1)
+# A refusal quotes at most this much of what was written: its message must fit
+# status.requests[].message (1,024 characters) whatever the annotation holds.
+QUOTED_CHARACTERS = 64
 ID_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 
 
@@ -44,6 +47,17 @@ class RequestError(ValueError):
     """A request that cannot be acted on; the message says what to write instead."""
 
 
+def quoted(raw: str) -> str:
+    """`raw` for a message: quoted whole when short, else its start, an ellipsis and its
+    length. At most QUOTED_CHARACTERS + 2 characters of quote, escapes included."""
+    shown = raw[:QUOTED_CHARACTERS]
+    while len(repr(shown)) > QUOTED_CHARACTERS + 2:
+        shown = shown[:-1]
+    if shown == raw:
+        return repr(raw)
+    return f"{shown!r}... ({len(raw)} characters)"
+
+
 def parse_time(text: str) -> datetime:
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
@@ -56,7 +70,8 @@ def parse_backfill(value: str) -> Request:
     parts = value.split(";")
     if len(parts) != 3:
         raise RequestError(
-            f"{BACKFILL_ANNOTATION} must be <id>;<start>;<end> (RFC 3339 times), got {value!r}"
+            f"{BACKFILL_ANNOTATION} must be <id>;<start>;<end> (RFC 3339 times), got "
+            f"{quoted(value)}"
         )
     request_id = _checked_id(parts[0].strip(), BACKFILL_ANNOTATION)
     try:
@@ -64,18 +79,18 @@ def parse_backfill(value: str) -> Request:
     except ValueError:
         raise RequestError(
             f"{BACKFILL_ANNOTATION}: start and end must be RFC 3339 times with a zone, such "
-            f"as 2026-12-01T00:00:00Z; got {parts[1]!r} and {parts[2]!r}"
+            f"as 2026-12-01T00:00:00Z; got {quoted(parts[1])} and {quoted(parts[2])}"
         ) from None
     if end <= start:
-        raise RequestError(f"{BACKFILL_ANNOTATION}: the end ({parts[2]}) must be after the "
-                           f"start ({parts[1]})")  # fmt: skip
+        raise RequestError(f"{BACKFILL_ANNOTATION}: the end ({end.isoformat()}) must be after "
+                           f"the start ({start.isoformat()})")  # fmt: skip
     return Request("Backfill", request_id, start, end)
 
 
 def _checked_id(request_id: str, annotation: str) -> str:
     if not ID_PATTERN.match(request_id):
         raise RequestError(
-            f"{annotation}: the id {request_id!r} must be 1-63 letters, digits, '.', '_' or "
+            f"{annotation}: the id {quoted(request_id)} must be 1-63 letters, digits, '.', '_' or "
             "'-', starting and ending with a letter or digit"
         )
     return request_id
