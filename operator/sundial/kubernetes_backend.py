@@ -271,20 +271,28 @@ class KubernetesBackend:
         started = entry.runs_started
 
         def job_name(slot: datetime) -> str:
-            return f"{cj.cronjob_name(sj.metadata.name)}-{rq.job_suffix(request, slot)}"
+            suffix = rq.job_suffix(sj.metadata.uid, request, slot)
+            return f"{cj.cronjob_name(sj.metadata.name)}-{suffix}"
 
         while started < len(slots):
-            if one_at_a_time and (
-                self.run_in_progress(key)
-                or (started and await self._still_running(key, job_name(slots[started - 1])))
-            ):
-                break
             slot = slots[started]
             name = job_name(slot)
-            try:
-                await self.kube.create_job(cj.requested_job(live, name, slot, request.label))
-            except ApiException as error:
-                raise _write_refused(error, f"creating Job {name} for {request.label}") from None
+            # A Job of this name in the cache was made by an earlier pass whose record was
+            # lost (a failed status write): it is started, not waited for as another run.
+            if name not in self.cache.job_names(key):
+                previous = job_name(slots[started - 1]) if started else None
+                if one_at_a_time and (
+                    self.run_in_progress(key)
+                    or (previous is not None and await self._still_running(key, previous))
+                ):
+                    break
+                job = cj.requested_job(live, name, slot, request.label)
+                try:
+                    # False (409 AlreadyExists) for such a Job the cache does not show yet.
+                    await self.kube.create_job(job)
+                except ApiException as error:
+                    what = f"creating Job {name} for {request.label}"
+                    raise _write_refused(error, what) from None
             started += 1
             if one_at_a_time:
                 break  # the next one once this one has ended (its events wake the pass)

@@ -86,10 +86,16 @@ def test_a_backfill_asks_for_the_slots_of_its_range_within_the_cap() -> None:
 
 def test_names_and_temporal_request_ids_are_the_same_for_the_same_request() -> None:
     request = rq.Request("Backfill", "b", NOW, NOW)
-    assert rq.job_suffix(request, NOW) == rq.job_suffix(rq.Request("Backfill", "b", NOW, NOW),
-                                                        NOW)  # fmt: skip
-    assert rq.job_suffix(request, NOW) != rq.job_suffix(request, NOW + timedelta(hours=1))
-    assert len(rq.job_suffix(request, NOW)) == 10
+    assert rq.job_suffix("uid", request, NOW) == rq.job_suffix(
+        "uid", rq.Request("Backfill", "b", NOW, NOW), NOW
+    )
+    later = NOW + timedelta(hours=1)
+    assert rq.job_suffix("uid", request, NOW) != rq.job_suffix("uid", request, later)
+    assert rq.job_suffix("uid", request, NOW) != rq.job_suffix("uid2", request, NOW)
+    run_now = rq.Request("RunNow", "b")
+    assert rq.job_suffix("uid", run_now, NOW) != rq.job_suffix("uid2", run_now, NOW)
+    assert rq.job_suffix("uid", run_now, NOW) != rq.job_suffix("uid", request, NOW)
+    assert len(rq.job_suffix("uid", request, NOW)) == 10
     assert rq.temporal_request_id("uid", request) != rq.temporal_request_id("uid2", request)
 
 
@@ -182,3 +188,13 @@ def test_a_quote_shows_a_short_value_whole_and_a_long_one_by_its_start_and_lengt
     assert shown.startswith(repr(long[:10])[:-1])
     assert f"{len(long)} characters" in shown
     assert len(rq.quoted("\x00" * 500)) < 100
+
+
+def test_a_run_now_names_its_job_by_the_request_not_by_when_a_pass_saw_it() -> None:
+    # A pass that made the Job and could not record it is followed by one with a later now.
+    annotations = {rq.RUN_NOW_ANNOTATION: "r1"}
+    names = set()
+    for now in (NOW, NOW + timedelta(minutes=3)):
+        _, (open_request,) = rq.open_requests(annotations, [], HOURLY, now)
+        names.add(rq.job_suffix("uid", open_request.request, open_request.slots[0]))
+    assert len(names) == 1

@@ -178,11 +178,16 @@ def with_entries(
     return kept
 
 
-def job_suffix(request: Request, slot: datetime) -> str:
-    """The deterministic part of a requested Job's name: the same request and slot always
-    name the same Job, so a repeated pass creates nothing twice. 10 characters, as the
-    CronJob controller's own suffix."""
-    digest = hashlib.sha256(f"{request.label}/{slot.isoformat()}".encode()).hexdigest()
+def job_suffix(uid: str, request: Request, slot: datetime) -> str:
+    """The deterministic part of a requested Job's name, fixed by the request before
+    anything is made: a repeated pass names the same Job, and its create finds it there.
+    A run now's one run is named by the request alone: its slot is when a pass first saw
+    it, and a pass that made the Job and could not record it would name a second one. A
+    backfill's runs are named by their slots too. The object's uid keeps a new object of
+    the same name, asked the same, from finding its predecessor's Jobs. 10 characters,
+    as the CronJob controller's own suffix."""
+    run = "" if request.kind == "RunNow" else f"/{slot.isoformat()}"
+    digest = hashlib.sha256(f"{uid}/{request.label}{run}".encode()).hexdigest()
     return "r" + digest[:9]
 
 
