@@ -54,6 +54,21 @@ class _Entry:
     connection: Connection
 
 
+def connection_ref(sj: ScheduledJob, default: ConnectionRef) -> ConnectionRef:
+    """The connection `sj`'s schedule is made over: the spec's, or the default. Leaving
+    Temporal, the one status says it was made over: off backend temporal the spec cannot
+    name one (temporalConnectionRef is temporal-only), and the default may not exist."""
+    made = sj.status.backend_ref
+    if (
+        sj.spec.backend != "temporal"
+        and made is not None
+        and made.kind == "TemporalSchedule"
+        and made.connection is not None
+    ):
+        return made.connection
+    return sj.spec.temporal_connection_ref or default
+
+
 class ConnectionResolver:
     def __init__(
         self,
@@ -75,7 +90,7 @@ class ConnectionResolver:
         self._namespace_labels: dict[str, tuple[float, dict[str, str]]] = {}
 
     def ref_of(self, sj: ScheduledJob) -> ConnectionRef:
-        return sj.spec.temporal_connection_ref or self.default_ref
+        return connection_ref(sj, self.default_ref)
 
     async def resolve(
         self, sj: ScheduledJob, ref: ConnectionRef | None = None, *, deleting: bool = False

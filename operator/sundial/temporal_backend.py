@@ -449,8 +449,12 @@ def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hasha
     if spec.get("backend") != "temporal" and TEMPORAL_FINALIZER not in finalizers:
         return None
     # Read from the cached object as it is (no model parsed per dequeue); the defaults are
-    # ConnectionRef's and ConnectionResolver.ref_of's.
+    # ConnectionRef's and connections.connection_ref's (leaving Temporal, the connection
+    # status says the schedule was made over).
     ref = spec.get("temporalConnectionRef")
+    made = (body.get("status") or {}).get("backendRef") or {}
+    if spec.get("backend") != "temporal" and made.get("kind") == "TemporalSchedule":
+        ref = made.get("connection") or ref
     if ref is None:
         ref = {"kind": CLUSTER_CONNECTION_KIND, "name": default_connection}
     namespace = (body.get("metadata") or {}).get("namespace") or ""

@@ -289,6 +289,11 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "endTime is only supported with backend: temporal",
     ),
     (
+        "connection-on-kubernetes",
+        {"temporalConnectionRef": {"name": "team"}},
+        "temporalConnectionRef is only supported with backend: temporal",
+    ),
+    (
         "buffer-on-kubernetes",
         {"concurrencyPolicy": "BufferAll"},
         "only supported with backend: temporal",

@@ -59,3 +59,20 @@ def test_printer_columns() -> None:
     assert columns["Last Duration"]["priority"] == 1
     assert columns["Failures"]["priority"] == 1
     assert version["subresources"] == {"status": {}}
+
+
+def test_temporal_only_fields_are_refused_on_kubernetes_at_apply() -> None:
+    spec = crdgen.openapi_schema()["properties"]["spec"]
+    refused = {
+        rule["fieldPath"].removeprefix(".")
+        for rule in spec["x-kubernetes-validations"]
+        if "only supported with backend: temporal" in rule["message"]
+    }
+    # What kubectl explain calls temporal-only is refused elsewhere, not ignored.
+    documented = {
+        name for name, field in spec["properties"].items()
+        if "temporal only" in field.get("description", "")
+    }  # fmt: skip
+    assert documented <= refused
+    # A connection on a kubernetes-backed object would be silently unused.
+    assert "temporalConnectionRef" in refused

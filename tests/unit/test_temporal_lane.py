@@ -7,9 +7,11 @@ from typing import Any
 from sundial.temporal_backend import TEMPORAL_FINALIZER, temporal_lane
 
 
-def body(spec: dict[str, Any], finalizers: list[str] | None = None) -> dict[str, Any]:
+def body(
+    spec: dict[str, Any], finalizers: list[str] | None = None, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
     metadata = {"name": "nightly", "namespace": "shop", "finalizers": finalizers or []}
-    return {"metadata": metadata, "spec": spec}
+    return {"metadata": metadata, "spec": spec, "status": status or {}}
 
 
 def test_an_object_on_temporal_or_leaving_it_is_in_its_connections_lane() -> None:
@@ -25,6 +27,12 @@ def test_an_object_on_temporal_or_leaving_it_is_in_its_connections_lane() -> Non
     assert own == ("TemporalConnection", "shop", "team")
     leaving = temporal_lane(body({"backend": "kubernetes"}, [TEMPORAL_FINALIZER]), "default")
     assert leaving == default
+    # Leaving a named connection (off temporal the spec cannot name it): the one status
+    # says the schedule was made over, whose Temporal the passes still call.
+    made = {"backendRef": {"kind": "TemporalSchedule", "connection": {"name": "team"}}}
+    leaving_own = temporal_lane(body({"backend": "kubernetes"}, [TEMPORAL_FINALIZER], made),
+                                "default")  # fmt: skip
+    assert leaving_own == own
 
 
 def test_an_object_whose_passes_make_no_temporal_call_is_in_no_lane() -> None:

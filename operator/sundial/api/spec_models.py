@@ -307,6 +307,11 @@ _TEMPORAL_ONLY_RULES: list[JsonValue] = [
         fieldPath=".endTime",
     ),
     _cel(
+        "!has(self.temporalConnectionRef) || self.backend == 'temporal'",
+        "temporalConnectionRef is only supported with backend: temporal",
+        fieldPath=".temporalConnectionRef",
+    ),
+    _cel(
         "self.backend == 'temporal' || !(self.concurrencyPolicy in "
         "['BufferOne', 'BufferAll', 'CancelOther'])",
         "concurrencyPolicy BufferOne, BufferAll and CancelOther are only supported with "
@@ -402,7 +407,7 @@ class ScheduledJobSpec(ApiModel):
     temporal_connection_ref: ConnectionRef | None = Field(
         default=None,
         description="The TemporalConnection or ClusterTemporalConnection the schedule is "
-        "made over (temporal backend). Default: the operator's default "
+        "made over (temporal only). Default: the operator's default "
         "ClusterTemporalConnection (SUNDIAL_DEFAULT_CONNECTION).",
     )
 
