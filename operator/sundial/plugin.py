@@ -18,7 +18,6 @@ import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any, NoReturn, cast
-from zoneinfo import ZoneInfo
 
 import yaml
 from kubernetes import client, config
@@ -26,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
 from sundial.planning import requests as rq
-from sundial.planning.schedule import ScheduleError, iso, parse_time, timetable
+from sundial.planning.schedule import ScheduleError, iso, parse_time, time_zone, timetable
 
 FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
@@ -204,6 +203,10 @@ def list_verb(session: Session, args: argparse.Namespace) -> int:
 def describe(obj: dict[str, Any]) -> str:
     spec, st, meta = obj.get("spec", {}), obj.get("status", {}), obj["metadata"]
     zone = spec.get("timeZone", "UTC")
+    try:
+        local_zone = time_zone(zone)
+    except ScheduleError as error:
+        raise Failure(f"{meta['namespace']}/{meta['name']}: {error.message}") from None
     lines = [f"ScheduledJob {meta['namespace']}/{meta['name']}"]
     every = (spec.get("interval") or {}).get("every")
     lines.append(f"  Backend:   {spec.get('backend', 'kubernetes')}"
@@ -217,7 +220,7 @@ def describe(obj: dict[str, Any]) -> str:
         utc = parse_time(moment)
         if utc is None:
             continue
-        local = utc.astimezone(ZoneInfo(zone))
+        local = utc.astimezone(local_zone)
         lines.append(f"    {local.isoformat()}  ({iso(utc)})")
     if not st.get("nextRunTimes"):
         lines.append("    none")

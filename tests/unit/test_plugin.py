@@ -1,0 +1,33 @@
+"""kubectl-sundial (plugin.py): what it prints, and how it is started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sundial import plugin
+
+
+def scheduledjob(zone: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "nightly", "namespace": "shop"},
+        "spec": {"schedule": "0 3 * * *", "timeZone": zone, "job": {"image": "busybox"}},
+        # Next runs from before the zone was changed: the status is not rebuilt meanwhile.
+        "status": {"nextRunTimes": ["2026-12-04T03:00:00Z"]},
+    }
+
+
+def test_status_shows_the_next_runs_in_the_objects_time_zone() -> None:
+    shown = plugin.describe(scheduledjob("Europe/Berlin"))
+    assert "2026-12-04T04:00:00+01:00" in shown
+
+
+def test_status_of_an_invalid_time_zone_is_a_one_line_error_naming_the_field() -> None:
+    with pytest.raises(plugin.Failure) as raised:
+        plugin.describe(scheduledjob("Mars/Olympus_Mons"))
+    message = str(raised.value)
+    assert "spec.timeZone" in message
+    assert "Mars/Olympus_Mons" in message
+    assert "\n" not in message
+    assert raised.value.code != 0
