@@ -373,3 +373,7 @@ def parser() -> argparse.ArgumentParser:
 
 def console() -> NoReturn:
     sys.exit(main())
+
+
+if __name__ == "__main__":  # python -m sundial.plugin, as the kubectl-sundial entry point
+    console()

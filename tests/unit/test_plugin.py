@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -31,3 +33,20 @@ def test_status_of_an_invalid_time_zone_is_a_one_line_error_naming_the_field() -
     assert "Mars/Olympus_Mons" in message
     assert "\n" not in message
     assert raised.value.code != 0
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sundial.plugin", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_python_dash_m_runs_the_command_line() -> None:
+    helped = run_module("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "usage: kubectl sundial" in helped.stdout
+    # No verb: usage and argparse's exit status for a usage error, as the entry point.
+    bare = run_module()
+    assert bare.returncode == 2, (bare.stdout, bare.stderr)
+    assert "usage: kubectl sundial" in bare.stderr
