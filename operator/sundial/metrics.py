@@ -165,6 +165,13 @@ class Metrics:
         if conditions != (series.conditions or {}):
             series.conditions = conditions or None
 
+    def spec_problem(self, key: Key, backend: str, reason: str | None) -> None:
+        """The problem only a spec change can fix that holds the object, by its reason, or
+        None once a pass ends otherwise (in step, or failed and retried)."""
+        series = self._series(key, backend) if reason is not None else self._objects.get(key)
+        if series is not None:
+            series.spec_problem = reason
+
     def _series(self, key: Key, backend: str) -> ObjectSeries:
         """The object's record; a new one (its old series dropped) on a change of backend."""
         series = self._objects.get(key)

@@ -39,6 +39,9 @@ class ObjectSeries:
     missed: dict[str, float] | None = None
     skipped: dict[str, float] | None = None
     runs: dict[str, float] | None = None
+    # The reason of the problem only a spec change can fix that holds the object (Ready
+    # False): its next run goes stale for that, not because the operator is stuck.
+    spec_problem: str | None = None
 
 
 def counted(counts: dict[str, float] | None, label: str) -> dict[str, float]:
@@ -84,6 +87,12 @@ class ObjectSeriesCollector(Collector):
             "alerts on it respect failureThreshold and maxRunDuration.",
             labels=[*OBJECT_LABELS, "condition"],
         )  # fmt: skip
+        spec_problem = GaugeMetricFamily(
+            "sundial_spec_problem",
+            "1 while a problem only a spec change can fix holds the ScheduledJob, by its "
+            "reason (Ready False): SundialStalled leaves such objects out.",
+            labels=[*OBJECT_LABELS, "reason"],
+        )  # fmt: skip
         by_label = {
             "missed": CounterMetricFamily(
                 "sundial_missed_runs", "Runs that did not happen and never will, by reason.",
@@ -105,12 +114,15 @@ class ObjectSeriesCollector(Collector):
                 unknown.add_metric(labels, series.unknown)
             for label_value, value in _items(series.conditions):
                 condition.add_metric([*labels, label_value], value)
+            if series.spec_problem is not None:
+                spec_problem.add_metric([*labels, series.spec_problem], 1.0)
             for field_name, counter in by_label.items():
                 for label_value, value in _items(getattr(series, field_name)):
                     counter.add_metric([*labels, label_value], value)
         yield from gauges.values()
         yield unknown
         yield condition
+        yield spec_problem
         yield from by_label.values()
 
 

@@ -118,14 +118,18 @@ class Reconciler:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
             return 0.0
         except (ScheduleError, SpecProblem) as problem:
+            self.metrics.spec_problem(key, sj.spec.backend, problem.reason)
             return await self._report_problem(key, sj, body, problem, now)
         except Retry as retry:
             # Transient, retried with backoff; meanwhile the condition says why.
+            self.metrics.spec_problem(key, sj.spec.backend, None)
             await self._report(sj, body, retry.reason, str(retry), now)
             raise
         except Exception as error:
+            self.metrics.spec_problem(key, sj.spec.backend, None)
             await self._report(sj, body, "InternalError", f"{type(error).__name__}: {error}", now)
             raise
+        self.metrics.spec_problem(key, sj.spec.backend, None)
 
         # 4. Write the rebuilt status if it changed. Status first: if the write fails, the
         #    next pass judges the same slots again, and no Event or counter moved twice.

@@ -171,3 +171,48 @@ def test_the_series_of_an_object_cost_under_a_kibibyte() -> None:
     assert metrics.registry.get_sample_value("sundial_condition", {
         "namespace": "bench", "name": "sj-00007", "backend": "kubernetes",
         "condition": "RunsMissed"}) == 0  # fmt: skip
+
+
+def test_an_object_held_by_a_spec_problem_says_so_until_it_is_in_step_again() -> None:
+    metrics = Metrics()
+    metrics.times(KEY, "kubernetes", None, T0)
+    metrics.spec_problem(KEY, "kubernetes", "InvalidTimeZone")
+    assert value(metrics, "sundial_spec_problem", reason="InvalidTimeZone") == 1
+    metrics.spec_problem(KEY, "kubernetes", None)
+    assert value(metrics, "sundial_spec_problem", reason="InvalidTimeZone") is None
+    assert value(metrics, "sundial_next_run_timestamp_seconds") == T0.timestamp()
+
+
+STALLED = re.compile(
+    r"^\(?time\(\) - (?P<next_run>\w+) > (?P<seconds>\d+)\)?"
+    r"(?: unless on \((?P<on>[\w, ]+)\) (?P<held>\w+))?$"
+)
+
+
+def stalled_alerts(metrics: Metrics, now: datetime) -> set[tuple[str, str]]:
+    """The objects SundialStalled fires for, its expression evaluated on the samples."""
+    (rule,) = [rule for group in yaml.safe_load(RULES.read_text())["spec"]["groups"]
+               for rule in group["rules"] if rule.get("alert") == "SundialStalled"]  # fmt: skip
+    shape = STALLED.match(" ".join(rule["expr"].split()))
+    assert shape is not None, f"evaluate the new shape of SundialStalled here: {rule['expr']}"
+    samples = [s for family in metrics.registry.collect() for s in family.samples]
+    stale = {
+        (s.labels["namespace"], s.labels["name"]) for s in samples
+        if s.name == shape["next_run"] and now.timestamp() - s.value > int(shape["seconds"])
+    }  # fmt: skip
+    if shape["held"] is None:
+        return stale
+    assert [label.strip() for label in shape["on"].split(",")] == ["namespace", "name"]
+    held = {(s.labels["namespace"], s.labels["name"]) for s in samples if s.name == shape["held"]}
+    return stale - held
+
+
+def test_the_stalled_alert_blames_the_operator_only_for_objects_it_fails_to_bring_in_step() -> None:
+    metrics = Metrics()
+    stuck_on_spec, stuck_on_api = ("team", "bad-zone"), ("team", "api-down")
+    for key in (stuck_on_spec, stuck_on_api, KEY):
+        metrics.times(key, "kubernetes", None, T0)
+    # The passes since: one refused by a spec problem, one failed (retried), one in step.
+    metrics.spec_problem(stuck_on_spec, "kubernetes", "InvalidTimeZone")
+    metrics.times(KEY, "kubernetes", None, T0 + timedelta(hours=1))
+    assert stalled_alerts(metrics, T0 + timedelta(minutes=30)) == {stuck_on_api}
