@@ -37,6 +37,7 @@ from sundial.planning.missed import (
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import Timetable, both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
+    MOVE_NOTE,
     RESUME_NOTE,
     SCHEDULEDJOB_MEMO_KEY,
     SCHEDULEDJOB_UID_MEMO_KEY,
@@ -68,6 +69,9 @@ TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
 # down): with this annotation set to "true", the finalizer and a move of the schedule give
 # up on it, with a Warning Event naming what may be left to delete by hand.
 ABANDON_ANNOTATION = "sundial.dev/abandon-schedule"
+# A move the new connection refuses (a Temporal namespace that is not there) is fixed on
+# the connection, which wakes nothing: looked at again this often, as connection problems.
+MOVE_RETRY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -112,25 +116,63 @@ class TemporalBackend:
 
     async def prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
         """Everything that can fail before the kubernetes side is touched: the connection
-        and its Secrets, the removal of a schedule made at another place (a changed
-        connection or id prefix), and one answer from Temporal. A switch from kubernetes
-        removes the CronJob only after this, so a bad Secret or an outage never leaves
-        neither, and a move never leaves two."""
+        and its Secrets, one answer from Temporal, and the move of a schedule made at
+        another place (a changed connection or id prefix: `_move`). A switch from
+        kubernetes removes the CronJob only after this, so a bad Secret or an outage never
+        leaves neither; a move deletes the old schedule only once the new place has
+        accepted the schedule, so it never leaves two running, nor none."""
         resolved = await self.connections.resolve(sj)
         identity = schedule_id(self.config.schedule_id_prefix, *_key(sj))
         desired = MadeSchedule(
             resolved.ref, identity, resolved.connection.address, resolved.connection.namespace
         )
         previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
-        if previous is not None and not _same_place(previous, desired):
-            await self._remove_made(sj, previous, now, moving=True)
-        if self._surely_new(sj, resolved.connection):
+        if previous is not None and _same_place(previous, desired):
+            previous = None  # nothing moves
+        if previous is None and self._surely_new(sj, resolved.connection):
             return Prepared(resolved.connection, resolved.ref, identity, None)
+        keeps = "" if previous is None else f"; {_keeps_running(previous)}"
         try:
             description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
-            raise SpecProblem(error.reason, str(error), retry_after=60.0) from None
-        return Prepared(resolved.connection, resolved.ref, identity, description)
+            retry_after = 60.0 if previous is None else MOVE_RETRY_SECONDS
+            raise SpecProblem(error.reason, f"{error}{keeps}", retry_after) from None
+        except TemporalUnavailable as error:
+            if previous is None:
+                raise
+            raise TemporalUnavailable(f"{error}{keeps}") from None
+        prepared = Prepared(resolved.connection, resolved.ref, identity, description)
+        if previous is not None:
+            prepared = await self._move(sj, prepared, previous, now)
+        return prepared
+
+    async def _move(
+        self, sj: ScheduledJob, prepared: Prepared, previous: MadeSchedule, now: datetime
+    ) -> Prepared:
+        """Move the schedule from `previous` (where status says it was made) to where
+        `prepared` is, which has answered a describe. The old one must be reachable and
+        the new place must accept the schedule itself (a Temporal namespace that does
+        not exist answers a describe with "not found", as if it merely had no schedule):
+        the schedule is created there paused, as a switch from kubernetes does, and only
+        then is the old one deleted; `_upsert` unpauses it. A refusal or an outage on
+        either side leaves the old one running, and Ready says why."""
+        old = await self._reach_made(sj, previous, now, moving=True)
+        if old is None:
+            return prepared  # none of Sundial's there (or given up on): nothing to delete
+        if (old.address, old.namespace, previous.schedule_id) == (
+            prepared.connection.address, prepared.connection.namespace, prepared.schedule_id,
+        ):  # fmt: skip
+            return prepared  # one and the same schedule, reached over another connection
+        prepared = await self._owned_or_adopted(sj, prepared, now)
+        if prepared.description is None:
+            prepared = await self._create_paused(
+                sj, prepared, now, MOVE_NOTE, _keeps_running(previous),
+                retry_after=MOVE_RETRY_SECONDS,
+            )  # fmt: skip
+        to = MadeSchedule(prepared.ref, prepared.schedule_id, prepared.connection.address,
+                          prepared.connection.namespace)  # fmt: skip
+        await self._delete_made(sj, previous, old, now, moving=True, moved_to=to.describe())
+        return prepared
 
     def _surely_new(self, sj: ScheduledJob, connection: Connection) -> bool:
         """An object that never reached Temporal (no schedule in its status, no finalizer),
@@ -213,15 +255,31 @@ class TemporalBackend:
         prepared = await self._owned_or_adopted(sj, prepared, now)
         if prepared.description is not None:
             return prepared
+        return await self._create_paused(
+            sj, prepared, now, SWITCH_NOTE,
+            "the CronJob keeps running until Temporal accepts the schedule",
+        )  # fmt: skip
+
+    async def _create_paused(
+        self,
+        sj: ScheduledJob,
+        prepared: Prepared,
+        now: datetime,
+        note: str,
+        meanwhile: str,
+        *,
+        retry_after: float | None = None,
+    ) -> Prepared:
+        """The schedule created paused with `note`: Temporal's own verdict on it, before
+        what runs now is retired (`meanwhile` tells what runs until Temporal accepts)."""
         _, schedule, spec_hash = temporal_schedule(sj, self.config.schedule_id_prefix)
-        schedule = replace(schedule, state=ScheduleState(paused=True, note=SWITCH_NOTE))
+        schedule = replace(schedule, state=ScheduleState(paused=True, note=note))
         try:
             made = await self._create(sj, prepared, schedule, spec_hash)
         except TemporalRejected as error:
-            raise SpecProblem(
-                error.reason,
-                f"{error}; the CronJob keeps running until Temporal accepts the schedule",
-            ) from None
+            raise SpecProblem(error.reason, f"{error}; {meanwhile}", retry_after) from None
+        if made:
+            log.info("created Temporal schedule %s paused (%s)", prepared.schedule_id, note)
         description = await self._describe(prepared.connection, prepared.schedule_id)
         if not made:  # one was there already: whose?
             return await self._owned_or_adopted(sj, replace(prepared, description=description),
@@ -283,6 +341,15 @@ class TemporalBackend:
     ) -> None:
         """Delete one schedule Sundial made for `sj`, over the connection it was made with
         (as last read, if the connection or its Secrets are gone meanwhile)."""
+        connection = await self._reach_made(sj, made, now, moving=moving)
+        if connection is not None:
+            await self._delete_made(sj, made, connection, now, moving=moving)
+
+    async def _reach_made(
+        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
+    ) -> Connection | None:
+        """The connection `made` was made over, if a schedule Sundial made for `sj` is
+        there; None if none is, or if Sundial gave up on it (ABANDON_ANNOTATION)."""
         try:
             resolved = await self.connections.resolve(sj, made.ref, deleting=True)
             connection = replace(
@@ -291,40 +358,72 @@ class TemporalBackend:
                 namespace=made.namespace or resolved.connection.namespace,
             )
             description = await self.temporal.describe(connection, made.schedule_id)
-            if description is None:
-                return
-            if not await _made_for(sj, description):
-                log.info("left Temporal schedule %s alone: not made for %s/%s",
-                         made.describe(), *_key(sj))  # fmt: skip
-                return
-            await self.temporal.delete(connection, made.schedule_id)
         except (SpecProblem, TemporalRejected, TemporalUnavailable) as error:
-            if sj.metadata.annotations.get(ABANDON_ANNOTATION) == "true":
-                await self.events.record(
-                    sj, "Warning", "ScheduleAbandoned",
-                    f"gave up on Temporal schedule {made.describe()} ({ABANDON_ANNOTATION}): "
-                    f"{error}; if it still exists, delete it by hand", now=now,
-                )  # fmt: skip
-                return
-            if isinstance(error, TemporalUnavailable):
-                raise  # transient: retried with backoff, nothing is given up
-            message = error.message if isinstance(error, SpecProblem) else str(error)
-            verb = "moved" if moving else "deleted"
-            raise SpecProblem(
-                "ScheduleUnreachable",
-                f"the Temporal schedule {made.describe()} must be deleted before this "
-                f"ScheduledJob can be {verb}, and cannot be: {message}. Restore the "
-                f"connection, or delete the schedule by hand and `kubectl annotate "
-                f"scheduledjob {sj.metadata.name} {ABANDON_ANNOTATION}=true`",
-                retry_after=30.0,
-            ) from None
+            await self._unreachable(sj, made, error, now, moving=moving)
+            return None
+        if description is None:
+            return None
+        if not await _made_for(sj, description):
+            log.info("left Temporal schedule %s alone: not made for %s/%s",
+                     made.describe(), *_key(sj))  # fmt: skip
+            return None
+        return connection
+
+    async def _delete_made(
+        self,
+        sj: ScheduledJob,
+        made: MadeSchedule,
+        connection: Connection,
+        now: datetime,
+        *,
+        moving: bool,
+        moved_to: str = "",
+    ) -> None:
+        try:
+            await self.temporal.delete(connection, made.schedule_id)
+        except (TemporalRejected, TemporalUnavailable) as error:
+            await self._unreachable(sj, made, error, now, moving=moving)
+            return
         log.info("deleted Temporal schedule %s", made.describe())
         if moving:
             await self.events.record(
                 sj, "Normal", "ScheduleMoved",
                 f"deleted Temporal schedule {made.describe()}: the connection or schedule id "
-                "changed, and a new schedule is made in its place", now=now,
+                f"changed, and {moved_to or 'the new place'} accepted the schedule first",
+                now=now,
             )  # fmt: skip
+
+    async def _unreachable(
+        self,
+        sj: ScheduledJob,
+        made: MadeSchedule,
+        error: SpecProblem | TemporalRejected | TemporalUnavailable,
+        now: datetime,
+        *,
+        moving: bool,
+    ) -> None:
+        """A schedule Sundial made cannot be looked at or deleted: given up on, with a
+        Warning Event, if ABANDON_ANNOTATION says so; else raised (an outage as it is,
+        retried with backoff; anything else as ScheduleUnreachable)."""
+        if sj.metadata.annotations.get(ABANDON_ANNOTATION) == "true":
+            await self.events.record(
+                sj, "Warning", "ScheduleAbandoned",
+                f"gave up on Temporal schedule {made.describe()} ({ABANDON_ANNOTATION}): "
+                f"{error}; if it still exists, delete it by hand", now=now,
+            )  # fmt: skip
+            return
+        if isinstance(error, TemporalUnavailable):
+            raise error  # transient: retried with backoff, nothing is given up
+        message = error.message if isinstance(error, SpecProblem) else str(error)
+        verb = "moved" if moving else "deleted"
+        raise SpecProblem(
+            "ScheduleUnreachable",
+            f"the Temporal schedule {made.describe()} must be deleted before this "
+            f"ScheduledJob can be {verb}, and cannot be: {message}. Restore the "
+            f"connection, or delete the schedule by hand and `kubectl annotate "
+            f"scheduledjob {sj.metadata.name} {ABANDON_ANNOTATION}=true`",
+            retry_after=30.0,
+        ) from None
 
     async def _create(
         self, sj: ScheduledJob, prepared: Prepared, schedule: Schedule, spec_hash: str
@@ -384,7 +483,11 @@ class TemporalBackend:
         elif (
             not sj.spec.suspend
             and state.paused
-            and (is_suspend_note(state.note) or (state.note == SWITCH_NOTE and not hold))
+            and (
+                is_suspend_note(state.note)
+                or (state.note == SWITCH_NOTE and not hold)
+                or state.note == MOVE_NOTE  # the old schedule is deleted: this one runs
+            )
         ):
             await self.temporal.set_paused(connection, identity, False, RESUME_NOTE)
             description = await self._describe(connection, identity)
@@ -459,6 +562,13 @@ def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hasha
         ref = {"kind": CLUSTER_CONNECTION_KIND, "name": default_connection}
     namespace = (body.get("metadata") or {}).get("namespace") or ""
     return connection_key(ref.get("kind", CONNECTION_KIND), ref["name"], namespace)
+
+
+def _keeps_running(previous: MadeSchedule) -> str:
+    return (
+        f"the Temporal schedule {previous.describe()} keeps running until the new "
+        "connection accepts the schedule"
+    )
 
 
 def _key(sj: ScheduledJob) -> Key:

@@ -23,7 +23,9 @@ from support import (
     OperatorProcess,
     Relay,
     TemporalSide,
+    consistently,
     eventually,
+    free_port,
     ready,
     ready_condition,
     temporal_connection,
@@ -158,6 +160,87 @@ def test_changing_the_connection_moves_the_schedule_and_leaves_none_behind(
     kubectl.run("delete", "scheduledjob", "mover", "-n", namespace, "--timeout=60s")
     assert describe_in(temporal, second_temporal_namespace, identity) is None
     assert describe_in(temporal, "default", identity) is None
+
+
+def test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    temporal: TemporalSide,
+    namespace: str,
+    second_temporal_namespace: str,
+) -> None:
+    """Issue 25.1: the new place must accept the schedule before the old one goes. An
+    address that refuses connections, then a Temporal namespace that does not exist: the
+    old schedule keeps running, Ready says why; once the connection is fixed, the move
+    completes and exactly one schedule is left."""
+    identity = f"sundial/{namespace}/mover"
+    kubectl.apply(scheduledjob("mover", namespace))
+    eventually(lambda: ready(kubectl, "mover", namespace), what="Ready on the default")
+
+    def old_runs() -> bool:
+        old = describe_in(temporal, "default", identity)
+        assert old is not None, "the old schedule was deleted before the new place accepted"
+        assert not old.schedule.state.paused, f"the old schedule is paused: {old.schedule.state}"
+        return True
+
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there: connections are refused
+    kubectl.apply(temporal_connection("refusing", namespace, address=closed))
+    kubectl.apply(scheduledjob("mover", namespace,
+                               temporalConnectionRef={"kind": "TemporalConnection",
+                                                      "name": "refusing"}))  # fmt: skip
+    condition = eventually(
+        lambda: (c := _reason(kubectl, "mover", namespace, "BackendUnavailable"))
+        and closed in c["message"] and c,
+        what="Ready names the unreachable address",
+    )  # fmt: skip
+    assert condition["status"] == "Unknown"
+    consistently(old_runs, duration=15)
+
+    kubectl.apply(temporal_connection("nowhere", namespace, address=temporal.address,
+                                      namespace="sundial-no-such-namespace"))  # fmt: skip
+    nowhere = {"kind": "TemporalConnection", "name": "nowhere"}
+    kubectl.apply(scheduledjob("mover", namespace, temporalConnectionRef=nowhere))
+    condition = eventually(
+        lambda: (c := ready_condition(kubectl, "mover", namespace)).get("status") == "False"
+        and "sundial-no-such-namespace" in c["message"] and c,
+        what="Ready names the missing Temporal namespace",
+    )  # fmt: skip
+    assert condition["reason"] == "TemporalRejected", condition
+    consistently(old_runs, duration=15)
+
+    # The connection is fixed: the move completes, and one schedule is left, running.
+    kubectl.apply(temporal_connection("nowhere", namespace, address=temporal.address,
+                                      namespace=second_temporal_namespace))  # fmt: skip
+    eventually(
+        lambda: (sj := ready(kubectl, "mover", namespace))
+        and sj["status"]["backendRef"].get("namespace") == second_temporal_namespace,
+        what="Ready over the fixed connection",
+    )  # fmt: skip
+    moved = describe_in(temporal, second_temporal_namespace, identity)
+    assert moved is not None
+    assert not moved.schedule.state.paused
+    assert describe_in(temporal, "default", identity) is None, "the old schedule still fires"
+    eventually(
+        lambda: listed_ids(temporal, "default", identity) == []
+        and listed_ids(temporal, second_temporal_namespace, identity) == [identity],
+        what="exactly one schedule in Temporal's listings",
+    )  # fmt: skip
+    assert kubectl.events(namespace, reason="ScheduleMoved")
+    kubectl.run("delete", "scheduledjob", "mover", "-n", namespace, "--timeout=60s")
+    assert describe_in(temporal, second_temporal_namespace, identity) is None
+
+
+def listed_ids(temporal: TemporalSide, temporal_namespace: str, schedule_id: str) -> list[str]:
+    """The ids Temporal's listing of a namespace shows for `schedule_id` (eventually
+    consistent: asserted with `eventually`)."""
+
+    async def call() -> list[str]:
+        client = temporal.client
+        if temporal_namespace != client.namespace:
+            client = await Client.connect(temporal.address, namespace=temporal_namespace)
+        return [s.id async for s in await client.list_schedules() if s.id == schedule_id]
+
+    return temporal.run(call)
 
 
 @pytest.fixture

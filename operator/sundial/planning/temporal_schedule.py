@@ -40,6 +40,9 @@ RESUME_NOTE = "Resumed by Sundial: the ScheduledJob has spec.suspend: false"
 # A schedule created paused while its ScheduledJob switches from kubernetes: it proves that
 # Temporal accepts it before the CronJob goes, and starts only once the CronJob is gone.
 SWITCH_NOTE = "Paused by Sundial: switching from backend kubernetes"
+# A schedule created paused at a new place (a changed connection or id prefix): it proves
+# that the new place accepts it before the old one is deleted, and starts once it is.
+MOVE_NOTE = "Paused by Sundial: moving from another connection"
 
 
 def suspend_note(spec: ScheduledJobSpec) -> str:
