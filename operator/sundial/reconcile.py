@@ -192,6 +192,8 @@ class Reconciler:
             confirmed = TEMPORAL_FINALIZER not in sj.metadata.finalizers
             if confirmed:
                 await self._confirm_exists(key, sj)
+            # A finalizer someone removed is put back before anything else can fail.
+            sj = await self.temporal.keep_finalizer(sj, now)
             prepared = await self.temporal.prepare(sj, now)
             if prepared.description is None and not confirmed:
                 await self._confirm_exists(key, sj)

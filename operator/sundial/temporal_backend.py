@@ -336,6 +336,26 @@ class TemporalBackend:
         self.forget(_key(sj))
         await self._set_finalizer(sj, present=False)
 
+    async def keep_finalizer(self, sj: ScheduledJob, now: datetime) -> ScheduledJob:
+        """The finalizer put back on an object whose status records a schedule Sundial made,
+        after someone removed it: without it, deleting the object would leave the schedule
+        firing for ever. Returns the object as it now is. (Called only for an object not
+        being deleted, and confirmed to exist.)"""
+        made = _previous_schedule(sj.status.backend_ref, self.connections.ref_of(sj))
+        if made is None or TEMPORAL_FINALIZER in sj.metadata.finalizers:
+            return sj
+        await self._set_finalizer(sj, present=True)
+        await self.events.record(
+            sj, "Warning", "FinalizerRestored",
+            f"the finalizer {TEMPORAL_FINALIZER} was removed while Temporal schedule "
+            f"{made.describe()} exists; it is back, so that deleting this ScheduledJob "
+            "deletes the schedule", now=now,
+        )  # fmt: skip
+        finalizers = [*sj.metadata.finalizers, TEMPORAL_FINALIZER]
+        return sj.model_copy(
+            update={"metadata": sj.metadata.model_copy(update={"finalizers": finalizers})}
+        )
+
     async def _remove_made(
         self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
     ) -> None:

@@ -395,11 +395,14 @@ def status_of(obj: dict[str, Any] | None) -> Any:
 
 def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
     """Whether a ScheduledJob event is news from outside: a new object, a spec change
-    (generation), or new annotations (requests, adoption) or deletion; not one of
-    Sundial's own status writes coming back, nor the finalizer it added."""
+    (generation), or new annotations (requests, adoption) or deletion, or a finalizer
+    taken away (Sundial's, by someone: the pass puts it back); not one of Sundial's own
+    status writes coming back, nor the finalizer it added."""
     if previous is None or current is None:
         return previous is not current
     before, after = previous.get("metadata", {}), current.get("metadata", {})
+    if set(before.get("finalizers") or ()) - set(after.get("finalizers") or ()):
+        return True
     return any(
         before.get(field) != after.get(field)
         for field in ("generation", "annotations", "deletionTimestamp", "labels")

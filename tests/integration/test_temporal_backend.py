@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 
 import pytest
@@ -258,6 +259,49 @@ def test_delete_removes_the_schedule_and_the_finalizer(
         lambda: kubectl.get("scheduledjob", "doomed", namespace) is None, what="ScheduledJob gone"
     )
     assert describe(temporal, namespace, "doomed") is None
+
+
+FINALIZER = "sundial.dev/temporal-schedule"
+
+
+def finalizers(kubectl: Kubectl, name: str, namespace: str) -> list[str]:
+    sj = kubectl.get("scheduledjob", name, namespace)
+    assert sj is not None, f"no ScheduledJob {namespace}/{name}"
+    found: list[str] = sj["metadata"].get("finalizers", [])
+    return found
+
+
+def listed(temporal: TemporalSide, namespace: str, name: str) -> bool:
+    """Whether Temporal's listing shows the schedule (eventually consistent)."""
+
+    async def call() -> bool:
+        wanted = schedule_id(namespace, name)
+        return any([s.id async for s in await temporal.client.list_schedules() if s.id == wanted])
+
+    return temporal.run(call)
+
+
+def test_a_removed_finalizer_is_put_back_and_the_deletion_takes_the_schedule(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Issue 25.2: someone removes the finalizer of an object whose schedule exists; the
+    next pass puts it back, so deleting the object still deletes its schedule."""
+    kubectl.apply(scheduledjob("kept", namespace, interval={"every": "1h"}))
+    eventually(lambda: ready(kubectl, "kept", namespace), what="Ready")
+    index = finalizers(kubectl, "kept", namespace).index(FINALIZER)
+    path = f"/metadata/finalizers/{index}"
+    kubectl.run("patch", "scheduledjob", "kept", "-n", namespace, "--type=json", "-p",
+                json.dumps([{"op": "test", "path": path, "value": FINALIZER},
+                            {"op": "remove", "path": path}]))  # fmt: skip
+    eventually(
+        lambda: FINALIZER in finalizers(kubectl, "kept", namespace), what="the finalizer is back"
+    )
+    assert describe(temporal, namespace, "kept") is not None
+    eventually(lambda: listed(temporal, namespace, "kept"), what="listed before the deletion")
+
+    kubectl.run("delete", "scheduledjob", "kept", "-n", namespace, "--timeout=60s")
+    assert describe(temporal, namespace, "kept") is None, "the schedule outlived its object"
+    eventually(lambda: not listed(temporal, namespace, "kept"), what="gone from the listing")
 
 
 def test_temporal_outage_is_reported_and_recovered_without_restart(

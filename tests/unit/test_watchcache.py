@@ -185,6 +185,18 @@ def test_only_news_from_outside_counts_as_a_change() -> None:
     assert changed_by_someone(before, requested)
 
 
+def test_a_finalizer_taken_away_is_news_and_one_added_is_not() -> None:
+    """Issue 25.2: someone removing Sundial's finalizer wakes a pass at once, which puts
+    it back; the finalizer Sundial added, coming back, is no news."""
+    from sundial.watchcache import changed_by_someone
+
+    held = {"metadata": {"generation": 1, "finalizers": ["sundial.dev/temporal-schedule"]}}
+    bare = {"metadata": {"generation": 1, "finalizers": []}}
+    assert changed_by_someone(held, bare)
+    assert changed_by_someone(held, {"metadata": {"generation": 1}})
+    assert not changed_by_someone(bare, held)
+
+
 def test_objects_are_cached_without_managed_fields_or_kubectls_last_applied_copy() -> None:
     """Neither is read by any pass, and together they are often most of an object."""
     applied = '{"apiVersion":"sundial.dev/v1alpha1","kind":"ScheduledJob","spec":{}}'
