@@ -49,10 +49,11 @@ class OperatorConfig(BaseModel):
     temporal_connections_per_address: int = Field(
         default=2,
         ge=0,
-        description="Passes in flight against one Temporal connection, and calls against "
-        "one address, at once (0: half the workers); the other workers go on, so one slow "
-        "or unreachable Temporal never holds them all. 2: the Temporal dev server stalled "
-        "(10 s timeouts) under 4 at once while a thousand schedules were created.",
+        description="Passes, and calls, in flight over one Temporal connection at once (0: "
+        "half the workers); one address takes one call more from all its connections "
+        "together. The other workers go on, so one slow or unreachable Temporal never "
+        "holds them all. 2: the Temporal dev server stalled (10 s timeouts) under 4 at "
+        "once while a thousand schedules were created.",
     )
     schedule_id_prefix: str = Field(
         default="sundial/",

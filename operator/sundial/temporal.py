@@ -181,7 +181,7 @@ def _digest(
 
 @dataclass
 class _Breaker:
-    """One Temporal address's recent failures: while open, calls fail at once instead of
+    """One connection's recent failures: while open, its calls fail at once instead of
     each holding a worker for the connect timeout."""
 
     failures: int = 0
@@ -195,9 +195,15 @@ BREAKER_MAX_SECONDS = 60.0
 
 
 class Temporal:
-    """Isolation per address: at most `per_address` calls in flight to one Temporal
-    address (the rest of the workers stay free for every other backend), and a circuit
-    breaker that makes an unreachable address fail fast until its backoff has passed."""
+    """Isolation keyed by what fails. A connection (everything a `Connection` holds:
+    address, TLS and credentials, Temporal namespace) has its own circuit breaker, which
+    makes its calls fail fast until its backoff has passed, and at most `per_address`
+    calls in flight (the setting SUNDIAL_TEMPORAL_CONNECTIONS_PER_ADDRESS): TLS spoken to a
+    plaintext server, refused credentials or a namespace over its rate limit stop only
+    that connection's calls, never another tenant's on the same address. What protects
+    the server is a cap per address, one call more than a connection's (so no single
+    connection fills it), held only while a request is on its way: not while a call
+    connects, nor while it waits for the request budget."""
 
     def __init__(
         self,
@@ -207,18 +213,23 @@ class Temporal:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.budget = budget
-        self.per_address = per_address
+        self.per_connection = per_address
+        self.per_address = per_address + 1
         self._clock = clock
         self._clients: dict[Connection, Client] = {}
         self._connecting: dict[Connection, asyncio.Lock] = {}
-        self._in_flight: dict[str, asyncio.Semaphore] = {}
-        self._breakers: dict[str, _Breaker] = {}
+        self._in_flight: dict[Connection, asyncio.Semaphore] = {}
+        self._at_address: dict[str, asyncio.Semaphore] = {}
+        self._breakers: dict[Connection, _Breaker] = {}
 
     def forget(self, connection: Connection) -> None:
         """Drop the client of a connection no longer in use (its Secret was rotated, or
-        the connection changed): the next call with the new one connects afresh."""
+        the connection changed), its breaker and its calls' cap: the next call with the
+        new one connects afresh."""
         self._clients.pop(connection, None)
         self._connecting.pop(connection, None)
+        self._in_flight.pop(connection, None)
+        self._breakers.pop(connection, None)
 
     async def client(self, connection: Connection) -> Client:
         if connection in self._clients:
@@ -276,21 +287,19 @@ class Temporal:
     ) -> AsyncIterator[Client]:
         """One request: `operation` is the gRPC method (the requests metric's label),
         `what` says it in errors."""
-        breaker = self._breakers.setdefault(connection.address, _Breaker())
-        wait = breaker.open_until - self._clock()
-        if wait > 0:
-            raise TemporalUnavailable(
-                f"Temporal at {connection.describe()} is unreachable ({breaker.last_error}); "
-                f"not trying again for {wait:.0f}s"
-            )
-        in_flight = self._in_flight.setdefault(
-            connection.address, asyncio.Semaphore(self.per_address)
-        )
+        breaker = self._breakers.setdefault(connection, _Breaker())
+        self._fail_fast(connection, breaker)
+        in_flight = self._in_flight.setdefault(connection, asyncio.Semaphore(self.per_connection))
         async with in_flight:
+            self._fail_fast(connection, breaker)  # it may have opened while this call waited
             try:
                 client = await self.client(connection)
                 await self.budget.take(operation)
-                yield client
+                at_address = self._at_address.setdefault(
+                    connection.address, asyncio.Semaphore(self.per_address)
+                )
+                async with at_address:
+                    yield client
             except TemporalUnavailable as error:
                 self._trip(breaker, str(error))
                 raise
@@ -319,6 +328,14 @@ class Temporal:
                 raise TemporalRejected(f"cannot {what}: {error}") from None
             else:
                 breaker.failures, breaker.open_until = 0, 0.0
+
+    def _fail_fast(self, connection: Connection, breaker: _Breaker) -> None:
+        wait = breaker.open_until - self._clock()
+        if wait > 0:
+            raise TemporalUnavailable(
+                f"Temporal at {connection.describe()} is unreachable ({breaker.last_error}); "
+                f"not trying again for {wait:.0f}s"
+            )
 
     def _trip(self, breaker: _Breaker, message: str) -> None:
         breaker.failures += 1
