@@ -14,7 +14,7 @@ from sundial.backend import SpecProblem
 from sundial.planning import requests as rq
 from sundial.planning.runs import ObservedRun, is_finished, workflow_run
 from sundial.planning.schedule import Timetable
-from sundial.planning.temporal_schedule import OVERLAP
+from sundial.planning.temporal_schedule import OVERLAP, RUN_NOW_WAITS, run_now_overlap
 from sundial.temporal import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
 
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
@@ -82,23 +82,24 @@ async def handle_requests(
     table: Timetable,
     now: datetime,
 ) -> list[RequestStatus]:
-    """Run-now (trigger, with the object's overlap policy) and backfill requests not
-    yet settled. Under Forbid a run now waits while a run is going (a trigger would be
-    skipped, and counted by Temporal as an overlap skip); a backfill runs every slot of
-    its range, one at a time unless the policy is Allow."""
+    """Run-now (trigger) and backfill requests not yet settled. A run now never ends a
+    running run, as on kubernetes: under Forbid, Replace and CancelOther it waits while
+    one is going (the schedule's own policy would skip it, or terminate or cancel the
+    running one), and its trigger never cancels or terminates (`run_now_overlap`); a
+    backfill runs every slot of its range, one at a time unless the policy is Allow."""
     entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
     policy = sj.spec.concurrency_policy
     for open_request in to_act:
         request, entry, slots = open_request.request, open_request.entry, open_request.slots
         request_id = rq.temporal_request_id(sj.metadata.uid, request)
         if request.kind == "RunNow":
-            if policy == "Forbid" and description.info.running_actions:
+            if policy in RUN_NOW_WAITS and description.info.running_actions:
                 entries.append(entry.model_copy(update={
                     "message": "waiting for the running workflow to end "
-                               "(concurrencyPolicy Forbid)", "runs_requested": 1,
+                               f"(concurrencyPolicy {policy})", "runs_requested": 1,
                 }))  # fmt: skip
                 continue
-            call = temporal.trigger(connection, identity, OVERLAP[policy], request_id)
+            call = temporal.trigger(connection, identity, run_now_overlap(policy), request_id)
             message = "triggered one run"
         elif request.start is not None and request.end is not None:
             overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
 
 from localstack import LocalStack
 from support import (
@@ -21,6 +22,7 @@ from support import (
     OperatorProcess,
     TemporalSide,
     conditions_of,
+    consistently,
     eventually,
     kubernetes_scheduledjob,
     no_retry_job,
@@ -30,6 +32,7 @@ from support import (
     sj_status,
 )
 from support import temporal_scheduledjob as temporal_sj
+from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
 
@@ -312,3 +315,56 @@ def test_run_now_backfill_and_a_suspend_note_on_temporal(
     assert "suspended" in ready_message
     assert plugin(kubectl, namespace, "resume", "hourly").returncode == 0
     eventually(lambda: not temporal.run(handle.describe).schedule.state.paused, what="resumed")
+
+
+@pytest.mark.timeout(300)
+def test_run_now_never_kills_a_running_workflow_on_temporal(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Issue 25.4: under Replace a run now waits for the running workflow, as on
+    kubernetes; Temporal's own describe and listing show it was neither terminated nor
+    cancelled, and the requested run starts once it has ended."""
+    temporal.ensure_worker()
+    sleeper = {"type": "SundialSleep", "taskQueue": TASK_QUEUE, "args": [30]}
+    kubectl.apply(temporal_sj("replace", namespace, schedule="0 0 1 1 *",
+                              concurrencyPolicy="Replace", workflow=sleeper))  # fmt: skip
+    eventually(lambda: ready(kubectl, "replace", namespace), what="Ready")
+    schedule_id = f"sundial/{namespace}/replace"
+    handle = temporal.client.get_schedule_handle(schedule_id)
+
+    def run_now(request_id: str) -> None:
+        kubectl.run("annotate", "--overwrite", "scheduledjob", "replace", "-n", namespace,
+                    f"sundial.dev/run-now={request_id}")  # fmt: skip
+
+    run_now("first")
+    running = eventually(lambda: temporal.run(handle.describe).info.running_actions,
+                         what="the first run going")  # fmt: skip
+    first = temporal.client.get_workflow_handle(
+        running[0].workflow_id, run_id=running[0].first_execution_run_id
+    )
+
+    def first_status() -> WorkflowExecutionStatus | None:
+        return temporal.run(first.describe).status
+
+    run_now("second")
+    waiting = eventually(lambda: entry(kubectl, "replace", namespace, "RunNow", "second"),
+                         what="the second request handled")  # fmt: skip
+    assert first_status() == WorkflowExecutionStatus.RUNNING, "the request killed the run"
+    assert waiting["outcome"] == "InProgress", waiting
+    assert "waiting" in waiting["message"], waiting
+    consistently(lambda: first_status() == WorkflowExecutionStatus.RUNNING, duration=8)
+
+    done = eventually(lambda: (e := entry(kubectl, "replace", namespace, "RunNow", "second"))
+                      and e["outcome"] == "Done" and e, timeout=90,
+                      what="the second run started")  # fmt: skip
+    assert done["runsStarted"] == 1
+    assert first_status() == WorkflowExecutionStatus.COMPLETED
+
+    async def executions() -> list[WorkflowExecutionStatus | None]:
+        query = f'TemporalScheduledById = "{schedule_id}"'
+        return [w.status async for w in temporal.client.list_workflows(query)]
+
+    listed = eventually(lambda: (found := temporal.run(executions)) and len(found) == 2 and found,
+                        what="both runs in Temporal's listing")  # fmt: skip
+    killed = {WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.CANCELED}
+    assert not killed & set(listed), listed

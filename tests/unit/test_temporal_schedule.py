@@ -15,8 +15,11 @@ from temporalio.client import (
 from sundial.api.models import ScheduledJob
 from sundial.planning.temporal_schedule import (
     DEFAULT_CATCHUP_WINDOW,
+    OVERLAP,
+    RUN_NOW_WAITS,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,
+    run_now_overlap,
     schedule_id,
     temporal_schedule,
 )
@@ -68,6 +71,16 @@ def test_cron_time_zone_and_defaults() -> None:
 def test_concurrency_policy_maps_to_overlap(policy: str, overlap: ScheduleOverlapPolicy) -> None:
     _, schedule, _ = temporal_schedule(scheduledjob(concurrencyPolicy=policy), "p/")
     assert schedule.policy.overlap == overlap
+
+
+@pytest.mark.parametrize("policy", sorted(OVERLAP))
+def test_a_run_now_never_ends_a_running_run(policy: str) -> None:
+    """Issue 25.4: the trigger never cancels or terminates; where the schedule's own
+    policy would skip the run now or end the running run, the run now waits in Sundial."""
+    ends = {ScheduleOverlapPolicy.CANCEL_OTHER, ScheduleOverlapPolicy.TERMINATE_OTHER}
+    assert run_now_overlap(policy) not in ends  # type: ignore[arg-type]
+    skips_or_ends = ends | {ScheduleOverlapPolicy.SKIP}
+    assert (OVERLAP[policy] in skips_or_ends) == (policy in RUN_NOW_WAITS)  # type: ignore[index]
 
 
 def test_every_temporal_field_is_mapped() -> None:

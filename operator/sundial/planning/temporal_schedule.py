@@ -64,6 +64,20 @@ OVERLAP: dict[ConcurrencyPolicy, ScheduleOverlapPolicy] = {
     "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
 }
 
+# A run now never ends a run, on either backend: its trigger never cancels or terminates
+# one (a run that started since Sundial looked is waited for). The policies whose own
+# overlap would skip the run now or end the running one make it wait in Sundial while a
+# run is going, as the kubernetes backend does (temporal_runs.handle_requests).
+RUN_NOW_WAITS: frozenset[ConcurrencyPolicy] = frozenset({"Forbid", "Replace", "CancelOther"})
+
+
+def run_now_overlap(policy: ConcurrencyPolicy) -> ScheduleOverlapPolicy:
+    """The overlap policy of a run now's trigger: beside a running run under Allow, else
+    after it (BUFFER_ALL: never dropped, as a second buffered start is under BUFFER_ONE)."""
+    if policy == "Allow":
+        return ScheduleOverlapPolicy.ALLOW_ALL
+    return ScheduleOverlapPolicy.BUFFER_ALL
+
 
 def schedule_id(prefix: str, namespace: str, name: str) -> str:
     """`<prefix><namespace>/<name>`: Kubernetes names hold no '/', so the id is unique per
