@@ -72,6 +72,10 @@ class ApiServer(Server):
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
+            # The fault layer's throttle keeps one request of its priority level executing
+            # (faults.py, _SeatHolder) for as long as a throttle lasts; the default minute
+            # would end it mid-test. Only a request whose client stops reading is that slow.
+            "--request-timeout=10m",
         ]
         if node:
             argv += [

@@ -101,6 +101,8 @@ class Pki:
         if self._reusable():
             return
         self.dir.mkdir(parents=True, exist_ok=True)
+        for issued in self.dir.glob("user-*"):  # signed by the CA about to be replaced
+            issued.unlink()
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = _name("sundial-local-ca")
         ca = (
@@ -146,6 +148,21 @@ class Pki:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
+
+    def client(self, name: str, common_name: str, group: str | None = None) -> ClientCert:
+        """A client identity of the stack's CA, issued on first use and kept with the
+        others: a user the tests can throttle, refuse or revoke (the admin, in
+        system:masters, is exempt from flow control and from RBAC)."""
+        client = ClientCert(self.dir, f"user-{name}", common_name, group)
+        if not (client.cert.is_file() and client.key.is_file()):
+            ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+            ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), password=None)
+            if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+                raise TypeError(f"{self.ca_key} is not the EC key this module writes")
+            self._issue_leaf(
+                ca, ca_key, client.subject, ExtendedKeyUsageOID.CLIENT_AUTH, client.cert, client.key
+            )
+        return client
 
     def _reusable(self) -> bool:
         if not all(path.is_file() for path in self.files):

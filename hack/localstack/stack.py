@@ -27,6 +27,7 @@ from .common import (
 )
 from .controller_manager import ControllerManager
 from .etcd import Etcd
+from .faults import Faults
 from .node import Node
 from .pki import Pki, write_kubeconfig
 from .process import PidRecord, Server, cmdline, stop_leftovers
@@ -76,6 +77,8 @@ class LocalStack:
         self.node = Node(self.state_dir / "node", logs, self.pki, self.ports, ready_timeout)
         # Serialises the fault-injection methods, which tests may call from threads.
         self._lock = threading.RLock()
+        # Throttling, refusals, relays, kills: faults.py, docs/faults.md.
+        self.faults = Faults(self)
 
     # -- where things are
 
@@ -228,6 +231,7 @@ class LocalStack:
         with self._lock:
             began = time.monotonic()
             was_running = any(server.running for server in self.servers)
+            self.faults.close_relays()
             control_plane: tuple[Server, ...] = (
                 self.kcm,
                 self.scheduler,
