@@ -211,10 +211,11 @@ def test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running(
     # The connection is fixed: the move completes, and one schedule is left, running.
     kubectl.apply(temporal_connection("nowhere", namespace, address=temporal.address,
                                       namespace=second_temporal_namespace))  # fmt: skip
+    # Fixing a connection wakes nothing: the refused move is looked at again within 30 s.
     eventually(
         lambda: (sj := ready(kubectl, "mover", namespace))
         and sj["status"]["backendRef"].get("namespace") == second_temporal_namespace,
-        what="Ready over the fixed connection",
+        timeout=90, what="Ready over the fixed connection",
     )  # fmt: skip
     moved = describe_in(temporal, second_temporal_namespace, identity)
     assert moved is not None
