@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -275,6 +276,24 @@ class OperatorProcess:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.env['SUNDIAL_METRICS_PORT']}/metrics"
 
+    def readiness(self) -> tuple[int, str]:
+        """/readyz's status and text; (0, why) while nothing answers."""
+        url = f"http://127.0.0.1:{self.env['SUNDIAL_HEALTH_PORT']}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return int(answer.status), answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode()
+        except OSError as error:
+            return 0, str(error)
+
+    def signal(self, sig: signal.Signals) -> None:
+        """SIGKILL or SIGTERM, as the kubelet or a crash would; waits for the exit."""
+        assert self.proc is not None, "the operator is not started"
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=30)
+        self.proc = None
+
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
 
@@ -464,6 +483,47 @@ def token_operator(
         **{f"SUNDIAL_{key.upper()}": value for key, value in settings.items()},
     }
     return OperatorProcess(env, stack.log_dir / f"operator-{name}.log")
+
+
+def faulted_operator(
+    stack: Any, name: str, shard: str, *, user: str, sundial_via: Any = None, **settings: str
+) -> OperatorProcess:
+    """An operator process with a user of its own (stack.faults.kubeconfig: cluster-admin,
+    but not system:masters, so flow control, admission and RBAC faults reach it), serving
+    one shard. `sundial_via`, a relay: Sundial's own calls go through it, kopf's watches
+    directly. `settings` are more SUNDIAL_* variables."""
+    from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE
+
+    kubeconfig = stack.faults.kubeconfig(user)
+    own_calls = stack.faults.kubeconfig(user, via=sundial_via) if sundial_via else kubeconfig
+    env = {
+        **stack.env(),
+        "KUBECONFIG": str(kubeconfig),
+        "SUNDIAL_KUBECONFIG": str(own_calls),
+        "SUNDIAL_POD_NAME": name,
+        "SUNDIAL_LABEL_SELECTOR": f"{SHARD_LABEL}={shard}",
+        "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
+        "SUNDIAL_HEALTH_PORT": str(free_port()),
+        "SUNDIAL_METRICS_PORT": str(free_port()),
+        "SUNDIAL_LOG_LEVEL": "DEBUG",
+        **{f"SUNDIAL_{key.upper()}": value for key, value in settings.items()},
+    }
+    return OperatorProcess(env, stack.log_dir / f"operator-{name}.log")
+
+
+def created_by(audit_log: Path, resource: str, namespace: str, user: str) -> list[dict[str, Any]]:
+    """The creates of a resource in a namespace that `user` made and the apiserver accepted,
+    by its audit log: ground truth, not what anyone's status says."""
+    return [
+        event
+        for event in audit_events(audit_log)
+        if event.get("verb") == "create"
+        and (event.get("objectRef") or {}).get("resource") == resource
+        and not event["objectRef"].get("subresource")
+        and event["objectRef"].get("namespace") == namespace
+        and (event.get("user") or {}).get("username") == user
+        and (event.get("responseStatus") or {}).get("code", 200) < 300
+    ]
 
 
 class Relay:

@@ -23,6 +23,7 @@ from sundial.config import OperatorConfig
 from sundial.health import Health
 from sundial.kube import LeaseClient, load_api_client
 from sundial.leader import LeaderElector, default_identity
+from sundial.metrics import Metrics
 
 log = logging.getLogger("sundial")
 
@@ -72,6 +73,11 @@ async def serve(config: OperatorConfig) -> int:
     identity = config.pod_name or default_identity()
     health = Health(elector=_elector(config, identity) if config.leader_election else None)
     runner = await health.serve(config.health_port) if config.health_port else None
+    # Served from the start, a standby too: the Service and Prometheus name every replica,
+    # and a target down for ever is an alert about nothing.
+    metrics = Metrics()
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -79,7 +85,7 @@ async def serve(config: OperatorConfig) -> int:
     try:
         if health.elector is not None and not await health.elector.acquire(stopping):
             return 0
-        return await run_kopf(config, health, stopping, identity)
+        return await run_kopf(config, health, metrics, stopping, identity)
     finally:
         if health.elector is not None:
             await health.elector.release()
@@ -89,11 +95,13 @@ async def serve(config: OperatorConfig) -> int:
 
 
 async def run_kopf(
-    config: OperatorConfig, health: Health, stopping: asyncio.Event, identity: str
+    config: OperatorConfig, health: Health, metrics: Metrics, stopping: asyncio.Event, identity: str
 ) -> int:
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
-    memo = kopf.Memo(config=config, health=health, identity=identity, abandon=False)
+    memo = kopf.Memo(
+        config=config, health=health, metrics=metrics, identity=identity, abandon=False
+    )
     # Tasks made before kopf starts are not kopf's: it would wait 5 s for them at exit,
     # then cancel them.
     waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]

@@ -28,7 +28,8 @@ from sundial.collector import collect_every, collect_on_a_timer
 from sundial.config import OperatorConfig
 from sundial.connections import ConnectionResolver
 from sundial.events import EventRecorder
-from sundial.kube import KubeClient, load_api_client
+from sundial.health import Health
+from sundial.kube import ApiException, KubeClient, api_error_message, load_api_client
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
@@ -56,6 +57,8 @@ OWNED_EVENTS_FOLDED = 5.0
 RELIST_SECONDS = 600.0
 # Listed objects put into the cache between two turns of the event loop.
 RELIST_BATCH = 200
+# The first listing is tried again after 1 s, doubling to 30 s, until it succeeds.
+FIRST_LISTING_BACKOFF = (1.0, 30.0)
 LISTINGS = (
     ("scheduledjobs", None),
     ("cronjobs", f"{MANAGED_BY_LABEL}={MANAGED_BY}"),
@@ -160,6 +163,35 @@ async def relist(
     return touched
 
 
+async def fill_cache(
+    kube: KubeClient,
+    cache: WatchCache,
+    namespaces: list[str],
+    share: LabelSelector,
+    health: Health | None,
+) -> None:
+    """The first listing, tried until the apiserver answers it. A 429, a 5xx, a 403 (RBAC
+    not there yet) or a 404 (the CRDs applied with the Deployment) is a moment of the
+    cluster, not a reason to stop: raising here made kopf run the whole start-up again,
+    which died binding the metrics port a second time, every 60 s for good, while the
+    Lease was still renewed. Each failure is logged and shown by /readyz."""
+    delay = FIRST_LISTING_BACKOFF[0]
+    while True:
+        try:
+            await relist(kube, cache, namespaces, share)
+        except ApiException as error:
+            problem = f"{error.status or 'no answer'}: {api_error_message(error)}"
+        else:
+            if health is not None:
+                health.cache_problem = None
+            return
+        log.warning("the first listing failed, again in %.0fs: %s", delay, problem)
+        if health is not None:
+            health.cache_problem = problem
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, FIRST_LISTING_BACKOFF[1])
+
+
 async def keep_relisting(
     kube: KubeClient,
     cache: WatchCache,
@@ -194,11 +226,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     config: OperatorConfig = memo.get("config") or OperatorConfig.from_env()
     configure(settings)
     kube = KubeClient(load_api_client(config.kubeconfig, memo.get("identity")))
-    metrics = Metrics()
+    # __main__ serves /metrics before the election (a standby is scraped too); `kopf run`
+    # of this module serves it here.
+    metrics: Metrics | None = memo.get("metrics")
+    if metrics is None:
+        metrics = memo.metrics = Metrics()
+        if config.metrics_port:
+            metrics.serve(config.metrics_port)
     memo.exits = exits = contextlib.ExitStack()
     exits.enter_context(metrics.watching_gc())
-    if config.metrics_port:
-        metrics.serve(config.metrics_port)
     memo.cache = cache = WatchCache()
     memo.selector = parse_selector(config.label_selector)
     # Passes that wait on one Temporal connection are capped below the workers: the rest
@@ -212,7 +248,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".
     began = time.monotonic()
-    await relist(kube, cache, config.namespaces, memo.selector)
+    await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"))
     log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
              len(cache.scheduledjob_keys()))  # fmt: skip
     if "health" in memo:

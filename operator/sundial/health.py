@@ -24,12 +24,16 @@ from sundial.leader import LeaderElector
 class Health:
     elector: LeaderElector | None = None
     cache_filled: bool = False
+    # Why the first listing failed last, while it is tried again (handlers.fill_cache).
+    cache_problem: str | None = None
     clock: Callable[[], float] = field(default=time.monotonic)
 
     def readiness(self) -> tuple[bool, str]:
         if self.elector is None or self.elector.leading:
             if self.cache_filled:
                 return True, "leading" if self.elector else "ready"
+            if self.cache_problem:
+                return False, f"filling the cache: the listing failed ({self.cache_problem})"
             return False, "filling the cache"
         contact = self.elector.last_contact
         if contact is not None and self.clock() - contact < self.elector.lease_duration:

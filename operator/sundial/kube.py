@@ -3,7 +3,8 @@
 The official client is synchronous; each call runs in a worker thread so the event loop
 (kopf's watches, the Temporal client) never blocks. Responses are read as raw JSON, the
 same shape kopf and the CRD use, rather than the client's generated classes (every call
-reads the raw answer in full, `_request`: building those classes costs more than the request).
+reads the raw answer in full, `KubeClient._request`: building those classes costs more
+than the request).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from functools import partial
 from importlib import metadata
 from typing import Any, cast
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -30,6 +32,13 @@ USER_AGENT = f"sundial/{metadata.version('sundial')}"
 LIST_PAGE = 500
 # A watch's length before the server ends it (and the caller resumes it), as kopf's.
 WATCH_SECONDS = 300
+# A watch that says nothing for this long is dead (the apiserver sends a bookmark a minute).
+WATCH_SILENCE_SECONDS = 90
+# (connect, read) seconds for every other call: a LIST page of LIST_PAGE objects takes well
+# under a second on a loaded apiserver; a connection that says nothing for 30 s is dead.
+REQUEST_TIMEOUT = (10.0, 30.0)
+# ApiException.status of a call that got no answer (timed out, connection refused or reset).
+NO_ANSWER = 0
 
 __all__ = ["ApiException", "KubeClient", "LeaseClient", "is_invalid", "is_not_found"]
 
@@ -83,24 +92,41 @@ def _json(body: bytes) -> dict[str, Any]:
     return data
 
 
-async def _request(call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
-    """One API call in a worker thread, its answer read there in full, raw. urllib3 returns
-    a connection to its pool only once the answer is read: an answer left unread (a write
-    whose answer is not needed) closed its connection when collected, so each Event write
-    cost a new TLS connection (4 % of the operator's CPU at 5,000 objects)."""
-
-    def call_and_read() -> bytes:
-        response = call(*args, _preload_content=False, **kwargs)
-        return cast(bytes, response.data)
-
-    return await asyncio.to_thread(call_and_read)
-
-
 class KubeClient:
     def __init__(self, api_client: client.ApiClient) -> None:
+        self._api_client = api_client
         self._batch = client.BatchV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+
+    async def _request(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        """One API call in a worker thread, its answer read there in full, raw. urllib3
+        returns a connection to its pool only once the answer is read: an answer left
+        unread (a write whose answer is not needed) closed its connection when collected,
+        so each Event write cost a new TLS connection (4 % of the operator's CPU at 5,000).
+
+        Every call has a deadline (REQUEST_TIMEOUT): a pooled connection that died silently
+        (a NAT entry dropped, a peer frozen) otherwise held the pass, and its object, for
+        the kernel's TCP timeout, about 15 minutes. A call that gets no answer, in time or
+        at all, raises ApiException with status NO_ANSWER, which every caller already turns
+        into a retry (BackendUnavailable), as it does a 503; and the pool's other
+        connections, which went the same way, are dropped, so the retry opens a new one
+        instead of waiting out each dead one in turn."""
+
+        def call_and_read() -> bytes:
+            response = call(
+                *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
+            )
+            return cast(bytes, response.data)
+
+        try:
+            return await asyncio.to_thread(call_and_read)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            cause = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) else error
+            if isinstance(cause, urllib3.exceptions.TimeoutError):
+                self._api_client.rest_client.pool_manager.clear()
+            reason = f"no answer from the apiserver: {error}"
+            raise ApiException(status=NO_ANSWER, reason=reason) from error
 
     async def list_all(
         self, kind: str, namespaces: list[str], label_selector: str | None = None
@@ -140,7 +166,7 @@ class KubeClient:
                     extra["label_selector"] = label_selector
                 if token:
                     extra["_continue"] = token
-                page = _json(await _request(call, *args, **extra))
+                page = _json(await self._request(call, *args, **extra))
                 token = (page.get("metadata") or {}).get("continue")
                 yield page.get("items") or []
                 if not token:
@@ -154,7 +180,7 @@ class KubeClient:
         stores nothing."""
         meta = manifest["metadata"]
         extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-        response = await _request(
+        response = await self._request(
             self._batch.patch_namespaced_cron_job,
             meta["name"],
             meta["namespace"],
@@ -170,7 +196,7 @@ class KubeClient:
         """Create a Job; False if one of that name is there already (made by an earlier
         pass whose answer was lost)."""
         try:
-            await _request(
+            await self._request(
                 self._batch.create_namespaced_job,
                 manifest["metadata"]["namespace"],
                 cast(Any, manifest),
@@ -183,7 +209,7 @@ class KubeClient:
         return True
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        response = await _request(
+        response = await self._request(
             self._core.list_namespaced_pod,
             namespace,
             label_selector=label_selector,
@@ -210,7 +236,7 @@ class KubeClient:
                                      "field_selector": field_selector}  # fmt: skip
             if token:
                 extra["_continue"] = token
-            page = _json(await _request(call, **extra))
+            page = _json(await self._request(call, **extra))
             meta = page.get("metadata") or {}
             version = version or meta.get("resourceVersion", "")
             token = meta.get("continue")
@@ -235,23 +261,30 @@ class KubeClient:
                 loop.call_soon_threadsafe(events.put_nowait, item)
 
         def read() -> None:
+            silent = False
             try:
                 response = call(
                     watch=True, label_selector=label_selector, field_selector=field_selector,
                     resource_version=version, allow_watch_bookmarks=True,
                     timeout_seconds=WATCH_SECONDS, _preload_content=False,
-                    _request_timeout=(30, WATCH_SECONDS + 30),
+                    _request_timeout=(REQUEST_TIMEOUT[0], WATCH_SILENCE_SECONDS),
                 )  # fmt: skip
                 responses.append(response)
                 for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                     deliver(json.loads(line))
+            except urllib3.exceptions.ReadTimeoutError:
+                # Silent past the bookmarks' period: the connection is dead. Ended like a
+                # watch the server closed, so the caller resumes from the last version.
+                silent = True
+                deliver(None)
             except BaseException as error:  # handed to the loop, raised there
                 deliver(error)
             else:
                 deliver(None)
             finally:
                 if responses:  # a stream stopped halfway cannot serve another request
-                    (responses[0].close if stopping.is_set() else responses[0].release_conn)()
+                    ended_early = stopping.is_set() or silent
+                    (responses[0].close if ended_early else responses[0].release_conn)()
 
         threading.Thread(target=read, name="sundial-pod-watch", daemon=True).start()
         try:
@@ -270,7 +303,7 @@ class KubeClient:
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            response = await _request(self._batch.read_namespaced_job, name, namespace)
+            response = await self._request(self._batch.read_namespaced_job, name, namespace)
         except ApiException as error:
             if is_not_found(error):
                 return None
@@ -278,7 +311,7 @@ class KubeClient:
         return _json(response)
 
     async def set_job_ttl(self, namespace: str, name: str, seconds: int) -> None:
-        await _request(
+        await self._request(
             self._batch.patch_namespaced_job,
             name,
             namespace,
@@ -287,7 +320,7 @@ class KubeClient:
 
     async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            response = await _request(self._batch.read_namespaced_cron_job, name, namespace)
+            response = await self._request(self._batch.read_namespaced_cron_job, name, namespace)
         except ApiException as error:
             if is_not_found(error):
                 return None
@@ -300,7 +333,7 @@ class KubeClient:
         leftovers survive (`managedFields: [{}]` strips them)."""
         meta = manifest["metadata"]
         body = {**manifest, "metadata": {**meta, "managedFields": [{}]}}
-        response = await _request(
+        response = await self._request(
             self._batch.replace_namespaced_cron_job,
             meta["name"],
             meta["namespace"],
@@ -311,7 +344,7 @@ class KubeClient:
 
     async def delete_cronjob(self, namespace: str, name: str, *, propagation: str) -> None:
         try:
-            await _request(
+            await self._request(
                 self._batch.delete_namespaced_cron_job,
                 name,
                 namespace,
@@ -328,7 +361,7 @@ class KubeClient:
         self, namespace: str, name: str, status_patch: dict[str, Any]
     ) -> dict[str, Any]:
         """Returns the object as written (its resourceVersion orders the cache after it)."""
-        response = await _request(
+        response = await self._request(
             self._custom.patch_namespaced_custom_object_status,
             GROUP,
             VERSION,
@@ -343,7 +376,7 @@ class KubeClient:
     async def patch_scheduledjob_metadata(
         self, namespace: str, name: str, metadata_patch: dict[str, Any]
     ) -> None:
-        await _request(
+        await self._request(
             self._custom.patch_namespaced_custom_object,
             GROUP,
             VERSION,
@@ -360,11 +393,11 @@ class KubeClient:
         """A sundial.dev object (a connection) by name; cluster-scoped without namespace."""
         try:
             if namespace is None:
-                response = await _request(
+                response = await self._request(
                     self._custom.get_cluster_custom_object, GROUP, VERSION, plural, name,
                 )  # fmt: skip
             else:
-                response = await _request(
+                response = await self._request(
                     self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
                     plural, name,
                 )  # fmt: skip
@@ -375,18 +408,18 @@ class KubeClient:
         return _json(response)
 
     async def namespace_labels(self, name: str) -> dict[str, str]:
-        response = await _request(self._core.read_namespace, name)
+        response = await self._request(self._core.read_namespace, name)
         labels: dict[str, str] = (_json(response).get("metadata") or {}).get("labels") or {}
         return labels
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str]:
-        response = await _request(self._core.read_namespaced_secret, name, namespace)
+        response = await self._request(self._core.read_namespaced_secret, name, namespace)
         data: dict[str, str] = _json(response).get("data") or {}
         return data
 
     async def cronjob_event_messages(self, namespace: str, cronjob: str) -> list[str]:
         """The messages of the Events the CronJob controller posted about one CronJob."""
-        response = await _request(
+        response = await self._request(
             self._core.list_namespaced_event,
             namespace,
             field_selector=f"involvedObject.kind=CronJob,involvedObject.name={cronjob}",
@@ -394,12 +427,12 @@ class KubeClient:
         return [str(item.get("message") or "") for item in _json(response).get("items") or []]
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await _request(self._core.create_namespaced_event, namespace, cast(Any, body))
+        await self._request(self._core.create_namespaced_event, namespace, cast(Any, body))
 
     async def patch_event(
         self, namespace: str, name: str, count: int, last_timestamp: datetime
     ) -> None:
-        await _request(
+        await self._request(
             self._core.patch_namespaced_event,
             name,
             namespace,

@@ -29,3 +29,13 @@ def test_a_standby_is_ready_while_it_can_read_the_lease() -> None:
     assert Health(elector=standby, clock=lambda: 110.0).readiness() == (True, "standby")
     assert not Health(elector=standby, clock=lambda: 116.0).readiness()[0]
     assert not Health(elector=elector(False, None), clock=lambda: 0.0).readiness()[0]
+
+
+def test_a_failing_first_listing_is_named_while_it_is_tried_again() -> None:
+    health = Health(cache_problem="429: Too many requests, please try again later.")
+    ready, why = health.readiness()
+    assert not ready
+    assert (
+        why
+        == "filling the cache: the listing failed (429: Too many requests, please try again later.)"
+    )
