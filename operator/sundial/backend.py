@@ -66,10 +66,20 @@ class Outcome:
 
 
 class SpecProblem(Exception):
-    """Only a change to the spec (or to a Secret it names) can fix this."""
+    """Only a change to the spec (or to a Secret it names) can fix this. `observed`: what
+    the backend in place was seen to do in the same pass (a schedule paused because its
+    connection was taken away), for the status beside the problem."""
 
-    def __init__(self, reason: str, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        observed: Outcome | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.observed = observed

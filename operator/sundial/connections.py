@@ -96,8 +96,10 @@ class ConnectionResolver:
         self, sj: ScheduledJob, ref: ConnectionRef | None = None, *, deleting: bool = False
     ) -> Resolved:
         """The connection `sj` uses (or `ref`, one it used before), if it may. With
-        `deleting`, a connection or Secret gone meanwhile is answered from the last good
-        read: what a finalizer needs to delete the schedule."""
+        `deleting`, only to stop what was made over it (the finalizer deleting the
+        schedule, or a schedule paused because the connection was taken away): no
+        admission is asked, and a connection or Secret gone meanwhile is answered from
+        the last good read (a namespace being deleted takes its Secrets first)."""
         ref = ref or self.ref_of(sj)
         key = connection_key(ref.kind, ref.name, sj.metadata.namespace)
         entry = self._entries.get(key)
@@ -107,11 +109,13 @@ class ConnectionResolver:
             except SpecProblem:
                 if not (deleting and entry is not None):
                     raise
+        if deleting:
+            return Resolved(ref, entry.connection)
         labels = None
         if isinstance(entry.spec, ClusterTemporalConnectionSpec):
-            labels = await self._labels(sj.metadata.namespace, deleting=deleting)
+            labels = await self._labels(sj.metadata.namespace)
         why = refusal(sj, ref, entry.spec, labels)
-        if why is not None and not deleting:
+        if why is not None:
             # Nothing is sent over a connection the object may not use.
             raise SpecProblem("ConnectionNotAllowed", why, retry_after=MISSING_RETRY_SECONDS)
         return Resolved(ref, entry.connection)
@@ -212,15 +216,13 @@ class ConnectionResolver:
             ) from None
         return data
 
-    async def _labels(self, namespace: str, *, deleting: bool) -> dict[str, str]:
+    async def _labels(self, namespace: str) -> dict[str, str]:
         cached = self._namespace_labels.get(namespace)
         if cached is not None and self._clock() - cached[0] < self._refresh:
             return cached[1]
         try:
             labels = await self._kube.namespace_labels(namespace)
         except ApiException as error:
-            if deleting and cached is not None:
-                return cached[1]
             raise Retry(
                 f"reading namespace {namespace}: {api_error_message(error)}",
                 refusal_reason(error),

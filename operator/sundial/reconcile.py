@@ -153,10 +153,13 @@ class Reconciler:
         now: datetime,
     ) -> float | None:
         """Ready=False for a problem only a spec change can fix. A CronJob already in
-        place still runs by its last accepted spec, so its slots are still judged."""
+        place still runs by its last accepted spec, so its slots are still judged; a
+        schedule the problem made Sundial pause comes judged with it (`observed`)."""
         retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
-        # (Also mid-switch to temporal: the CronJob runs until Temporal accepts.)
-        running = await self.kubernetes.judge_running(key, sj, now)
+        running = problem.observed if isinstance(problem, SpecProblem) else None
+        if running is None:
+            # (Also mid-switch to temporal: the CronJob runs until Temporal accepts.)
+            running = await self.kubernetes.judge_running(key, sj, now)
         if running is None:
             await self._report(sj, body, problem.reason, problem.message, now)
             return retry_after

@@ -31,6 +31,7 @@ from support import (
     temporal_connection,
     temporal_scheduledjob,
 )
+from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
 
@@ -526,3 +527,138 @@ def test_the_escape_hatch_lets_a_deletion_finish_when_temporal_is_gone_for_good(
         await temporal.client.get_schedule_handle(identity).delete()
 
     temporal.run(delete)
+
+
+def _actions(temporal: TemporalSide, schedule_id: str) -> tuple[bool, int]:
+    """Temporal's own word on a schedule: paused or not, and the actions it has taken."""
+    described = describe_in(temporal, "default", schedule_id)
+    assert described is not None, f"schedule {schedule_id} is gone"
+    return described.schedule.state.paused, described.info.num_actions
+
+
+def _executions(temporal: TemporalSide, schedule_id: str) -> int:
+    """The workflow executions Temporal's visibility lists as started by the schedule."""
+
+    async def call() -> int:
+        query = f'TemporalScheduledById = "{schedule_id}"'
+        return len([w async for w in temporal.client.list_workflows(query)])
+
+    return temporal.run(call)
+
+
+def test_a_revoked_connection_pauses_the_schedule_until_it_is_admitted_again(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """Issue 25.6: a connection taken away from an object (its namespace no longer admitted
+    by a ClusterTemporalConnection's namespaceSelector, its TemporalConnection deleted, its
+    task queue no longer allowed) stops the schedule made over it: Sundial pauses it through
+    the connection as last read, and says so in Ready; no workflow starts while it is
+    revoked (Temporal's describe and its listing of executions); once the connection admits
+    the object again, the schedule resumes. Deleting an object meanwhile still deletes its
+    schedule."""
+    label = "sundial-test.dev/admitted"
+    kubectl.run("label", "namespace", namespace, f"{label}=yes")
+    by_label = f"by-label-{namespace}"[:63]
+    by_queue = f"by-queue-{namespace}"[:63]
+    own_namespace = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    cluster_connections = [
+        temporal_connection(by_label, address=temporal.address,
+                            namespaceSelector={"matchLabels": {label: "yes"}}),
+        temporal_connection(by_queue, address=temporal.address,
+                            namespaceSelector=own_namespace, allowedTaskQueues=[TASK_QUEUE]),
+    ]  # fmt: skip
+    own = temporal_connection("own", namespace, address=temporal.address)
+    objects = {
+        "unlabelled": {"kind": "ClusterTemporalConnection", "name": by_label},
+        "narrowed": {"kind": "ClusterTemporalConnection", "name": by_queue},
+        "dropped": {"kind": "TemporalConnection", "name": "own"},
+        "deleted": {"kind": "TemporalConnection", "name": "own"},
+    }
+    ids = {name: f"sundial/{namespace}/{name}" for name in objects}
+    try:
+        kubectl.apply("\n---\n".join(yaml.safe_dump(m) for m in [*cluster_connections, own]))
+        for name, ref in objects.items():
+            # A run every 2 s: a schedule that keeps firing shows within seconds.
+            kubectl.apply(temporal_scheduledjob(name, namespace, temporalConnectionRef=ref))
+        for name in objects:
+            eventually(lambda n=name: ready(kubectl, n, namespace), what=f"{name} Ready")
+            eventually(lambda n=name: _actions(temporal, ids[n])[1] >= 2,
+                       what=f"{name}'s schedule fires")  # fmt: skip
+
+        # Not a revocation: a spec change the connection refuses (a task queue it does not
+        # allow) leaves the running schedule, which it does allow, running.
+        narrowed = objects["narrowed"]
+        kubectl.apply(temporal_scheduledjob(
+            "narrowed", namespace, temporalConnectionRef=narrowed,
+            workflow={"type": "SundialTick", "taskQueue": "someone-elses"}))  # fmt: skip
+        eventually(
+            lambda: _reason(kubectl, "narrowed", namespace, "ConnectionNotAllowed"),
+            what="the refused task queue reported",
+        )  # fmt: skip
+        before = _actions(temporal, ids["narrowed"])[1]
+        eventually(lambda: (a := _actions(temporal, ids["narrowed"]))[1] > before + 2 and not a[0],
+                   what="the running schedule keeps firing")  # fmt: skip
+        kubectl.apply(temporal_scheduledjob("narrowed", namespace, temporalConnectionRef=narrowed))
+        eventually(lambda: ready(kubectl, "narrowed", namespace), what="narrowed Ready again")
+
+        # Revoked, each in its own way.
+        began = time.monotonic()
+        kubectl.run("label", "namespace", namespace, f"{label}-")
+        kubectl.apply(temporal_connection(by_queue, address=temporal.address,
+                                          namespaceSelector=own_namespace,
+                                          allowedTaskQueues=["someone-elses"]))  # fmt: skip
+        kubectl.run("delete", "temporalconnection", "own", "-n", namespace)
+        reasons = {"unlabelled": "ConnectionNotAllowed", "narrowed": "ConnectionNotAllowed",
+                   "dropped": "ConnectionNotFound", "deleted": "ConnectionNotFound"}  # fmt: skip
+        for name in objects:
+            eventually(lambda n=name: _actions(temporal, ids[n])[0], timeout=60,
+                       what=f"{name}'s schedule paused in Temporal")  # fmt: skip
+        print(f"all four paused {time.monotonic() - began:.1f}s after the revocations")
+        for name, reason in reasons.items():
+            condition = eventually(
+                lambda n=name, r=reason: (c := _reason(kubectl, n, namespace, r))
+                and "paused" in c["message"] and c,
+                what=f"{name}: Ready says {reason} and that the schedule is paused",
+            )  # fmt: skip
+            assert condition["status"] == "False", condition
+            status = (kubectl.get("scheduledjob", name, namespace) or {}).get("status", {})
+            assert not status.get("nextRunTimes"), status.get("nextRunTimes")
+
+        # Deleting an object whose connection is gone still deletes its schedule.
+        kubectl.run("delete", "scheduledjob", "deleted", "-n", namespace, "--timeout=60s")
+        assert describe_in(temporal, "default", ids["deleted"]) is None, "outlived its object"
+        del objects["deleted"]
+
+        # Nothing starts while revoked: Temporal's count of actions stands still, and so
+        # does its listing of the executions (once it shows those started before).
+        taken = {name: _actions(temporal, ids[name])[1] for name in objects}
+        for name in objects:
+            eventually(lambda n=name: _executions(temporal, ids[n]) == taken[n],
+                       what=f"{name}: the listing shows the executions started before")  # fmt: skip
+        consistently(
+            lambda: all(_actions(temporal, ids[n]) == (True, taken[n]) for n in objects),
+            duration=20,
+        )
+        for name in objects:
+            assert _executions(temporal, ids[name]) == taken[name], name
+
+        # Admitted again: the schedules resume.
+        began = time.monotonic()
+        kubectl.run("label", "namespace", namespace, f"{label}=yes")
+        kubectl.apply("\n---\n".join(yaml.safe_dump(m) for m in [*cluster_connections, own]))
+        for name in objects:
+            eventually(lambda n=name: ready(kubectl, n, namespace), timeout=90,
+                       what=f"{name} Ready again")  # fmt: skip
+            eventually(
+                lambda n=name: (a := _actions(temporal, ids[n]))[0] is False and a[1] > taken[n],
+                what=f"{name}'s schedule fires again",
+            )  # fmt: skip
+        print(f"resumed {time.monotonic() - began:.1f}s after the connections came back")
+        operator.assert_alive()
+    finally:
+        for name in objects:
+            kubectl.run("delete", "scheduledjob", name, "-n", namespace, "--timeout=60s",
+                        check=False)  # fmt: skip
+        for manifest in cluster_connections:
+            kubectl.run("delete", "clustertemporalconnection", manifest["metadata"]["name"],
+                        check=False)  # fmt: skip

@@ -118,7 +118,9 @@ def not_ready(
     the backend in place was judged in this pass."""
     previous = observed or sj.status
     ready = condition(
-        previous.conditions,
+        # Against the Ready the server holds: `observed` has one of its own, made in this
+        # pass for a backend in step, which would move lastTransitionTime on every pass.
+        sj.status.conditions,
         READY,
         # A backend that cannot be reached may well be in step: Sundial cannot tell.
         "Unknown" if reason == BACKEND_UNAVAILABLE else "False",

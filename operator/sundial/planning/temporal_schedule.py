@@ -43,6 +43,20 @@ SWITCH_NOTE = "Paused by Sundial: switching from backend kubernetes"
 # A schedule created paused at a new place (a changed connection or id prefix): it proves
 # that the new place accepts it before the old one is deleted, and starts once it is.
 MOVE_NOTE = "Paused by Sundial: moving from another connection"
+# A schedule whose connection no longer admits its ScheduledJob (the namespace left a
+# ClusterTemporalConnection's namespaceSelector, the TemporalConnection or its Secret was
+# deleted, the task queue is no longer allowed): paused through the connection as last
+# read, and unpaused once the connection admits the object again.
+REVOKED_NOTE = "Paused by Sundial: the connection no longer admits this ScheduledJob"
+READMITTED_NOTE = "Resumed by Sundial: the connection admits the ScheduledJob again"
+
+
+def revoked_note(reason: str) -> str:
+    return f"{REVOKED_NOTE} ({reason})"
+
+
+def is_revoked_note(note: str | None) -> bool:
+    return bool(note) and str(note).startswith(REVOKED_NOTE)
 
 
 def suspend_note(spec: ScheduledJobSpec) -> str:
