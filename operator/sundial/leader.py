@@ -119,11 +119,22 @@ class LeaderElector:
 
     async def hold(self) -> None:
         """Renew until a renewal fails for `renew_deadline` or someone else holds the
-        Lease; returns when leadership is lost."""
+        Lease; returns when leadership is lost.
+
+        The deadline bounds the whole renewal, tries and waits alike, as client-go's
+        renew loop does (a context with the deadline around its poll): checked only after a
+        try returned, a try that began just before it (a read and a write, each up to the
+        Lease client's timeout) let the old leader act for about 22 s of a 15 s lease,
+        while the standby takes over at 15 s."""
         last_renewal = self.clock()
         while True:
-            await asyncio.sleep(self.retry_period)
-            if await self.try_acquire_or_renew():
+            deadline = last_renewal + self.renew_deadline
+            renewed = False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - self.clock())):
+                    await asyncio.sleep(self.retry_period)
+                    renewed = await self.try_acquire_or_renew()
+            if renewed:
                 last_renewal = self.clock()
                 continue
             held_by = self._observation.record.holder if self._observation else ""
@@ -131,7 +142,7 @@ class LeaderElector:
                 log.error("leader election: %s took the Lease; %s stops leading",
                           held_by, self.identity)  # fmt: skip
                 break
-            if self.clock() - last_renewal >= self.renew_deadline:
+            if self.clock() >= deadline:
                 log.error("leader election: no renewal for %.0fs; %s stops leading",
                           self.renew_deadline, self.identity)  # fmt: skip
                 break
