@@ -160,6 +160,7 @@ async def relist(
                     cache.put_job(item)
                     listed.add(object_key(item))
         touched += cache.prune(kind, listed, started)
+    cache.sweep_departed_owners()
     return touched
 
 

@@ -260,11 +260,20 @@ class WatchCache:
         self._jobs.remove(job, resource_version(obj))
         self._pod_spans.pop(job, None)
         if entry is not None:
-            self._jobs_by_owner[entry["owner"]].discard(job)
+            owner = entry["owner"]
+            jobs = self._jobs_by_owner.get(owner)
+            if jobs is not None:
+                jobs.discard(job)
+                if not jobs:
+                    del self._jobs_by_owner[owner]
+            if owner not in self._scheduledjobs.objects:
+                # Its owner is gone (the garbage collector deletes the Jobs after it): no
+                # pass will read a record of it, which would stay for ever.
+                return owner_key(obj)
             # Its last state stays until the status lists the run (ttlSecondsAfterFinished
             # 0 deletes a Job as it ends, before a pass may have seen the end).
             record = job_record(obj) or entry["record"]
-            departed = self._departed[entry["owner"]]
+            departed = self._departed[owner]
             departed[job[1]] = replace(record, deleted=True)
             while len(departed) > MAX_DEPARTED_PER_OWNER:
                 del departed[next(iter(departed))]
@@ -326,6 +335,18 @@ class WatchCache:
                     self._jobs_by_owner[entries.objects[job]["owner"]].discard(job)
                     self._pod_spans.pop(job, None)
         return entries.prune(listed, list_started)
+
+    def sweep_departed_owners(self) -> None:
+        """After a full listing: what is remembered for owners that are not (or no longer)
+        ScheduledJobs goes, however it came (an owner deleted while nobody watched, a Job
+        event after its owner's deletion). Jobs themselves stay while they exist."""
+        for memory in (self._seen, self._departed):
+            for owner in [o for o in memory if o not in self._scheduledjobs.objects]:
+                del memory[owner]
+
+    def owners_remembered(self) -> int:
+        """Owners with memories beyond their live objects (seen slots, departed Jobs)."""
+        return len(self._seen.keys() | self._departed.keys())
 
     def _remember_slot(self, owner: Key, slot: datetime) -> None:
         slots = self._seen[owner]

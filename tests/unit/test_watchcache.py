@@ -245,3 +245,24 @@ def test_a_status_write_coming_back_is_no_news_even_with_kubectls_annotation() -
     assert not changed_by_someone(previous, cache.scheduledjob(OWNER))
     assert not changed_by_someone(previous, without_bookkeeping(newer))
     assert changed_by_someone(None, cache.scheduledjob(OWNER))
+
+
+def test_nothing_is_kept_for_jobs_deleted_after_their_scheduledjob() -> None:
+    """Issue 25.13: the Jobs of a deleted ScheduledJob go after it (the garbage collector),
+    and each deletion kept a record for the owner no pass would ever read again."""
+    cache = WatchCache()
+    scheduledjob = {"metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                                 "resourceVersion": "5"}}  # fmt: skip
+    cache.put_scheduledjob(scheduledjob)
+    jobs = [job(f"invoices-{n}", f"2026-12-02T10:0{n}:00Z") for n in range(3)]
+    for each in jobs:
+        cache.put_job(each)
+    cache.remove_scheduledjob(OWNER, "6")
+    for each in jobs:
+        cache.remove_job(each)
+    assert cache.departed_jobs(OWNER) == []
+    assert cache.owners_remembered() == 0
+    # Memories a relist finds without an owner (the owner went while nobody watched) go too.
+    cache.put_job(job("orphan-1", "2026-12-02T10:05:00Z"))
+    cache.sweep_departed_owners()
+    assert cache.owners_remembered() == 0
