@@ -245,6 +245,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         max_backoff=60.0,
         lane_of=lambda key: temporal_lane(cache.scheduledjob(key), config.default_connection),
         lane_limit=per_connection,
+        # However many connections: half the workers always serve everything else.
+        lanes_limit=max(1, config.workers // 2),
     )
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".

@@ -10,7 +10,10 @@ ScheduledJob instead of a timer per object.
 - Lanes: keys whose passes wait on one shared outside limit (a Temporal connection's request
   budget) are in a lane (`lane_of`), with at most `lane_limit` passes in flight; a key
   taken while its lane is full is parked, and goes first once a pass of the lane ends. A
-  worker never waits on a full lane, so a slow Temporal never holds every worker. Parked
+  worker never waits on a full lane, so a slow Temporal never holds every worker; and all
+  lanes together hold at most `lanes_limit` passes, so neither do many Temporal
+  connections (four of two passes each held all eight workers). A freed turn goes to the
+  lanes with parked keys in turn (round robin), so no lane waits behind another. Parked
   keys whose object changed go before parked wake-ups, as in the queue itself. A key
   woken for a lane it has since left (its object deleted or moved) hands that turn on.
 """
@@ -49,11 +52,14 @@ class WorkQueue(Generic[K]):
         clock: Callable[[], float] = time.monotonic,
         lane_of: Callable[[K], Hashable | None] | None = None,
         lane_limit: int = 1,
+        lanes_limit: int | None = None,
     ) -> None:
         self._clock = clock
         self._lane_of = lane_of
         self._lane_limit = lane_limit
+        self._lanes_limit = lanes_limit
         self._in_lane: dict[Hashable, int] = {}
+        self._in_lanes = 0
         # Per lane, two parked lines, taken in order: keys whose object changed, then
         # wake-ups (as `_urgent` and `_ready`); each parked key with its lane and line.
         self._parked: dict[Hashable, tuple[deque[K], deque[K]]] = {}
@@ -162,7 +168,7 @@ class WorkQueue(Generic[K]):
                 woken_for, urgent = woken
                 if woken_for != lane:
                     self._wake_parked(woken_for)
-            if lane is not None and self._in_lane.get(lane, 0) >= self._lane_limit:
+            if lane is not None and self._lane_full(lane):
                 changed, wakeups = self._parked.setdefault(lane, (deque(), deque()))
                 (changed if urgent else wakeups).append(key)
                 self._parked_keys[key] = (lane, urgent)
@@ -171,6 +177,7 @@ class WorkQueue(Generic[K]):
             self._processing.add(key)
             if lane is not None:
                 self._in_lane[lane] = self._in_lane.get(lane, 0) + 1
+                self._in_lanes += 1
             try:
                 requeue_after = await reconcile(key)
             except asyncio.CancelledError:
@@ -193,22 +200,36 @@ class WorkQueue(Generic[K]):
                     self._dirty.discard(key)
                     self.add(key)
 
+    def _lane_full(self, lane: Hashable) -> bool:
+        return self._in_lane.get(lane, 0) >= self._lane_limit or (
+            self._lanes_limit is not None and self._in_lanes >= self._lanes_limit
+        )
+
     def _leave_lane(self, lane: Hashable) -> None:
-        """A pass of the lane ended: its turn goes to the lane's longest-parked key."""
+        """A pass of the lane ended: its turn goes to a parked key."""
         self._in_lane[lane] -= 1
+        self._in_lanes -= 1
         if not self._in_lane[lane]:
             del self._in_lane[lane]
         self._wake_parked(lane)
 
     def _wake_parked(self, lane: Hashable) -> None:
-        """The lane's longest-parked key (urgent ones first) goes to the head of the
-        queue, holding the turn."""
-        if lane not in self._parked:
+        """A freed turn: the longest-parked key (urgent ones first) of the first lane, in
+        turn, that has parked keys and room (`lane`, whose pass ended, has room; a lane
+        parked only because all lanes together were full has it now too) goes to the head
+        of the queue, holding the turn; that lane goes to the back of the turn order."""
+        candidates = [lane] if self._lanes_limit is None else list(self._parked)
+        chosen = next(
+            (c for c in candidates
+             if c in self._parked and self._in_lane.get(c, 0) < self._lane_limit),
+            None,
+        )  # fmt: skip
+        if chosen is None:
             return
-        changed, wakeups = self._parked[lane]
+        changed, wakeups = self._parked.pop(chosen)
         key = (changed or wakeups).popleft()
-        if not changed and not wakeups:
-            del self._parked[lane]
+        if changed or wakeups:
+            self._parked[chosen] = (changed, wakeups)  # to the back of the turn order
         self._woken[key] = self._parked_keys.pop(key)
         self._urgent.appendleft(key)
         self._items.release()

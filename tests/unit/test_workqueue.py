@@ -314,7 +314,7 @@ def test_a_changed_object_parked_in_a_busy_lane_goes_before_its_wake_ups() -> No
     assert passes == ["t1", "t2", "new", "t3", "t4", "t5"]
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(20))
 def test_every_key_added_is_reconciled_after_while_lanes_change(seed: int) -> None:
     """Liveness under churn: keys move between lanes (and out of them) while parked,
     queued or running, and are added again meanwhile; once the adding stops, every key
@@ -325,7 +325,9 @@ def test_every_key_added_is_reconciled_after_while_lanes_change(seed: int) -> No
         keys = [f"k{i}" for i in range(40)]
         choices = ["a", "a", "b", None]
         lanes: dict[str, str | None] = {key: rng.choice(choices) for key in keys}
-        queue: WorkQueue[str] = WorkQueue(lane_of=lanes.get, lane_limit=1)
+        # With and without a cap on all lanes together (a turn then moves between lanes).
+        queue: WorkQueue[str] = WorkQueue(lane_of=lanes.get, lane_limit=1,
+                                          lanes_limit=rng.choice([None, 1, 2]))  # fmt: skip
         tick = itertools.count()
         last_added: dict[str, int] = {}
         last_began: dict[str, int] = {}
@@ -361,3 +363,50 @@ def test_every_key_added_is_reconciled_after_while_lanes_change(seed: int) -> No
         return behind()
 
     assert asyncio.run(scenario()) == []
+
+
+def test_many_temporal_connections_together_never_hold_every_worker() -> None:
+    """Issue 25.10: each connection's cap alone let four connections (two passes each)
+    take all eight workers, and kubernetes-backed keys waited for the whole Temporal
+    backlog. Whatever the number of lanes, `lanes_limit` passes at most are in lanes."""
+
+    async def scenario() -> tuple[list[str], int]:
+        queue: WorkQueue[str] = WorkQueue(
+            lane_of=lambda key: key.split("-")[0] if key.startswith("t") else None,
+            lane_limit=2, lanes_limit=4,
+        )  # fmt: skip
+        release = asyncio.Event()
+        done: list[str] = []
+        in_lanes = 0
+        most_in_lanes = 0
+
+        async def reconcile(key: str) -> None:
+            nonlocal in_lanes, most_in_lanes
+            if key.startswith("t"):
+                in_lanes += 1
+                most_in_lanes = max(most_in_lanes, in_lanes)
+                await release.wait()
+                in_lanes -= 1
+            done.append(key)
+
+        for connection in range(6):
+            for n in range(3):
+                queue.add(f"t{connection}-{n}")
+        for n in range(3):
+            queue.add(f"k{n}")
+        workers = [asyncio.create_task(queue.run_worker(reconcile)) for _ in range(8)]
+        await asyncio.sleep(0.05)
+        before_release = list(done)
+        release.set()
+        for _ in range(200):  # every temporal pass gets its turn once released
+            if len(done) == 21:
+                break
+            await asyncio.sleep(0.01)
+        for worker in workers:
+            worker.cancel()
+        assert len(done) == 21, done
+        return before_release, most_in_lanes
+
+    before_release, most_in_lanes = asyncio.run(scenario())
+    assert before_release == ["k0", "k1", "k2"]
+    assert most_in_lanes == 4
