@@ -39,6 +39,10 @@ NOT_SEEN_ENDED = (
 # Schedules per page of a listing (the server's own maximum is 1000).
 LIST_PAGE = 1000
 CONNECT_TIMEOUT = 10.0
+# A connection with no call for this long is dropped (Temporal.sweep_idle): a listing of
+# every connection in use runs every 10 s and each object is described every 5 minutes at
+# least, so only connections no object uses any more are ever this quiet.
+IDLE_SECONDS = 900.0
 _UNAVAILABLE = {
     RPCStatusCode.UNAVAILABLE,
     RPCStatusCode.DEADLINE_EXCEEDED,
@@ -221,6 +225,31 @@ class Temporal:
         self._in_flight: dict[Connection, asyncio.Semaphore] = {}
         self._at_address: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[Connection, _Breaker] = {}
+        # When each connection's last call began, and its calls under way: a connection
+        # no object uses any more (its namespace deleted, its object moved) is dropped
+        # after IDLE_SECONDS, client, breaker and all (issue 25.13: they stayed for ever).
+        self._last_call: dict[Connection, float] = {}
+        self._calls: dict[Connection, int] = {}
+        self._swept_at = clock()
+
+    def sweep_idle(self) -> list[Connection]:
+        """Drop the connections with no call for IDLE_SECONDS and none under way; the
+        Temporal client's channel closes once nothing holds it. Returns what went."""
+        now = self._clock()
+        self._swept_at = now
+        idle = [c for c, at in self._last_call.items()
+                if now - at >= IDLE_SECONDS and not self._calls.get(c)]  # fmt: skip
+        for connection in idle:
+            self.forget(connection)
+            del self._last_call[connection]
+        in_use = {c.address for c in self._last_call}
+        for address in [a for a in self._at_address if a not in in_use]:
+            del self._at_address[address]
+        return idle
+
+    def held_connections(self) -> int:
+        """Connections with state here (a client, a breaker, a cap)."""
+        return len(self._clients.keys() | self._breakers.keys() | self._in_flight.keys())
 
     def forget(self, connection: Connection) -> None:
         """Drop the client of a connection no longer in use (its Secret was rotated, or
@@ -287,6 +316,22 @@ class Temporal:
     ) -> AsyncIterator[Client]:
         """One request: `operation` is the gRPC method (the requests metric's label),
         `what` says it in errors."""
+        if self._clock() - self._swept_at >= IDLE_SECONDS / 10:
+            self.sweep_idle()
+        self._last_call[connection] = self._clock()
+        self._calls[connection] = self._calls.get(connection, 0) + 1
+        try:
+            async with self._call_on(connection, operation, what) as client:
+                yield client
+        finally:
+            self._calls[connection] -= 1
+            if not self._calls[connection]:
+                del self._calls[connection]
+
+    @asynccontextmanager
+    async def _call_on(
+        self, connection: Connection, operation: str, what: str
+    ) -> AsyncIterator[Client]:
         breaker = self._breakers.setdefault(connection, _Breaker())
         self._fail_fast(connection, breaker)
         in_flight = self._in_flight.setdefault(connection, asyncio.Semaphore(self.per_connection))
