@@ -98,15 +98,17 @@ class ConnectionResolver:
         """The connection `sj` uses (or `ref`, one it used before), if it may. With
         `deleting`, only to stop what was made over it (the finalizer deleting the
         schedule, or a schedule paused because the connection was taken away): no
-        admission is asked, and a connection or Secret gone meanwhile is answered from
-        the last good read (a namespace being deleted takes its Secrets first)."""
+        admission is asked, and a connection or Secret that is gone or cannot be read
+        meanwhile is answered from the last good read (a namespace being deleted takes
+        its Secrets, its TemporalConnections and the operator's Roles there along, in no
+        set order, before its ScheduledJobs' finalizers have run)."""
         ref = ref or self.ref_of(sj)
         key = connection_key(ref.kind, ref.name, sj.metadata.namespace)
         entry = self._entries.get(key)
         if entry is None or self._clock() - entry.read_at >= self._refresh:
             try:
                 entry = await self._read(sj, ref, key)
-            except SpecProblem:
+            except (SpecProblem, Retry):
                 if not (deleting and entry is not None):
                     raise
         if deleting:

@@ -503,7 +503,9 @@ class TemporalBackend:
                 namespace=made.namespace or resolved.connection.namespace,
             )
             description = await self.temporal.describe(connection, made.schedule_id)
-        except (SpecProblem, TemporalRejected, TemporalUnavailable) as error:
+        except (SpecProblem, TemporalRejected, Retry) as error:
+            # (Retry: the connection cannot be read, say its namespace's Role is gone, and
+            # was not read since the operator started.)
             await self._unreachable(sj, made, error, now, moving=moving)
             return None
         if description is None:
@@ -542,14 +544,15 @@ class TemporalBackend:
         self,
         sj: ScheduledJob,
         made: MadeSchedule,
-        error: SpecProblem | TemporalRejected | TemporalUnavailable,
+        error: SpecProblem | TemporalRejected | Retry,
         now: datetime,
         *,
         moving: bool,
     ) -> None:
         """A schedule Sundial made cannot be looked at or deleted: given up on, with a
-        Warning Event, if ABANDON_ANNOTATION says so; else raised (an outage as it is,
-        retried with backoff; anything else as ScheduleUnreachable)."""
+        Warning Event, if ABANDON_ANNOTATION says so; else raised (an outage or a refused
+        read of the connection as it is, retried with backoff; anything else as
+        ScheduleUnreachable)."""
         if sj.metadata.annotations.get(ABANDON_ANNOTATION) == "true":
             await self.events.record(
                 sj, "Warning", "ScheduleAbandoned",
@@ -557,7 +560,7 @@ class TemporalBackend:
                 f"{error}; if it still exists, delete it by hand", now=now,
             )  # fmt: skip
             return
-        if isinstance(error, TemporalUnavailable):
+        if isinstance(error, Retry):
             raise error  # transient: retried with backoff, nothing is given up
         message = error.message if isinstance(error, SpecProblem) else str(error)
         verb = "moved" if moving else "deleted"
