@@ -136,32 +136,58 @@ async def job_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any
 async def relist(
     kube: KubeClient, cache: WatchCache, namespaces: list[str], share: LabelSelector
 ) -> list[Key]:
-    """Fill the cache from full listings, and drop what they lack; returns keys to look at."""
+    """Fill the cache from full listings, and drop what they lack; returns keys to look at.
+
+    Watching some namespaces (SUNDIAL_NAMESPACES), each is listed on its own: one the
+    apiserver refuses (403: a deleted namespace takes the operator's Role there along; 404)
+    is logged and left as the cache holds it, and the others are listed still. Only all of
+    them refused is a failed listing (RBAC or the CRDs not there yet: the first listing is
+    tried again until they are)."""
     touched: list[Key] = []
+    refused: dict[str, ApiException] = {}
     for kind, selector in LISTINGS:
         if kind == "scheduledjobs":
             selector = share.text or None
         started = time.monotonic()
         listed: set[Key] = set()
-        # A page at a time: the cache keeps only what it needs of each object.
-        async for page in kube.list_pages(kind, namespaces, selector):
-            for index, item in enumerate(page):
-                if index % RELIST_BATCH == RELIST_BATCH - 1:
-                    # Thousands of objects at a go would hold the event loop for a tenth of
-                    # a second and more: watch events and wake-ups wait no longer than a batch.
-                    await asyncio.sleep(0)
-                if kind == "scheduledjobs":
-                    listed.add(cache.put_scheduledjob(item))
-                elif kind == "cronjobs":
-                    owner = cache.put_cronjob(item)
-                    if owner is not None:
-                        listed.add(owner)
-                else:
-                    cache.put_job(item)
-                    listed.add(object_key(item))
-        touched += cache.prune(kind, listed, started)
+        scopes = [[ns] for ns in namespaces if ns not in refused] if namespaces else [[]]
+        for scope in scopes:
+            try:
+                # A page at a time: the cache keeps only what it needs of each object.
+                async for page in kube.list_pages(kind, scope, selector):
+                    await _take_page(cache, kind, page, listed)
+            except ApiException as error:
+                if not scope or error.status not in (403, 404):
+                    raise
+                refused[scope[0]] = error
+        if namespaces and len(refused) == len(namespaces):
+            raise next(iter(refused.values()))
+        touched += cache.prune(kind, listed, started, spared=frozenset(refused))
     cache.sweep_departed_owners()
+    for namespace, refusal in refused.items():
+        log.warning("listing namespace %s was refused (%s: %s); it is left as it was, the "
+                    "others are listed", namespace, refusal.status,
+                    api_error_message(refusal))  # fmt: skip
     return touched
+
+
+async def _take_page(
+    cache: WatchCache, kind: str, page: list[dict[str, Any]], listed: set[Key]
+) -> None:
+    for index, item in enumerate(page):
+        if index % RELIST_BATCH == RELIST_BATCH - 1:
+            # Thousands of objects at a go would hold the event loop for a tenth of a
+            # second and more: watch events and wake-ups wait no longer than a batch.
+            await asyncio.sleep(0)
+        if kind == "scheduledjobs":
+            listed.add(cache.put_scheduledjob(item))
+        elif kind == "cronjobs":
+            owner = cache.put_cronjob(item)
+            if owner is not None:
+                listed.add(owner)
+        else:
+            cache.put_job(item)
+            listed.add(object_key(item))
 
 
 async def fill_cache(

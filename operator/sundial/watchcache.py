@@ -181,13 +181,18 @@ class _Entries:
             while len(self.tombstones) > MAX_TOMBSTONES:
                 del self.tombstones[next(iter(self.tombstones))]
 
-    def prune(self, listed: set[Any], list_started: float) -> list[Any]:
+    def prune(
+        self, listed: set[Any], list_started: float, spared: frozenset[str] = frozenset()
+    ) -> list[Any]:
         """Drop what a full listing lacks and no event has mentioned since it began; and
-        the tombstones of deletions before it began, which that listing already reflects."""
-        gone = [k for k in self.objects if k not in listed and self.heard[k] < list_started]
+        the tombstones of deletions before it began, which that listing already reflects.
+        Keys in a `spared` namespace (one the listing could not read) are left alone."""
+        gone = [k for k in self.objects if k not in listed and self.heard[k] < list_started
+                and k[0] not in spared]  # fmt: skip
         for key in gone:
             self.remove(key)
-        for key in [k for k, (_, at) in self.tombstones.items() if at < list_started]:
+        for key in [k for k, (_, at) in self.tombstones.items()
+                    if at < list_started and k[0] not in spared]:  # fmt: skip
             del self.tombstones[key]
         return gone
 
@@ -326,15 +331,20 @@ class WatchCache:
     def pod_count(self) -> int:
         return sum(len(spans) for spans in self._pod_spans.values())
 
-    def prune(self, kind: str, listed: set[Key], list_started: float) -> list[Key]:
+    def prune(
+        self, kind: str, listed: set[Key], list_started: float,
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Key]:  # fmt: skip
+        """After a full listing of a kind: what it lacks is gone, but in the `spared`
+        namespaces, which it could not read (handlers.relist)."""
         entries = {"scheduledjobs": self._scheduledjobs, "cronjobs": self._cronjobs,
                    "jobs": self._jobs}[kind]  # fmt: skip
         if kind == "jobs":
-            for job in [k for k in entries.objects if k not in listed]:
+            for job in [k for k in entries.objects if k not in listed and k[0] not in spared]:
                 if entries.heard[job] < list_started:
                     self._jobs_by_owner[entries.objects[job]["owner"]].discard(job)
                     self._pod_spans.pop(job, None)
-        return entries.prune(listed, list_started)
+        return entries.prune(listed, list_started, spared)
 
     def sweep_departed_owners(self) -> None:
         """After a full listing: what is remembered for owners that are not (or no longer)

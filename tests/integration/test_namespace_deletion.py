@@ -1,7 +1,7 @@
 """Deleting a namespace the operator watches, with the namespaced overlay's own rights
 (issue 25, defect 5): the overlay's Role and RoleBinding in that namespace go with it, at
 once, yet the finalizers must still come off, the schedules must still be deleted, and the
-operator must go on serving the namespaces it still has."""
+operator must go on serving the namespaces it still has, also after a restart."""
 
 from __future__ import annotations
 
@@ -143,6 +143,14 @@ def test_deleting_a_watched_namespace_finishes_and_takes_its_schedules_along(
     for name in doomed:
         assert describe(temporal, f"sundial/{DOOMED}/{name}") is None, f"{name} outlived it"
 
-    # The operator goes on serving the namespace it still has.
+    # The operator goes on serving the namespace it still has ...
     served(kubectl, temporal, "after")
+    process.assert_alive()
+    # ... and so does the next one to start, whose listing of the deleted namespace the
+    # apiserver refuses (the overlay's Role there is gone).
+    process.stop()
+    began = time.monotonic()
+    process.start()
+    served(kubectl, temporal, "after-restart", timeout=90)
+    print(f"after the restart, a new object Ready in {time.monotonic() - began:.1f}s")
     process.assert_alive()

@@ -408,3 +408,39 @@ def test_a_relist_takes_a_page_into_the_cache_before_it_asks_for_the_next() -> N
     asyncio.run(relist(kube, cache, [], parse_selector("")))
     assert cached_when_asked == [0, 500, 1000, 1500]
     assert len(cache.scheduledjob_keys()) == 2000
+
+
+def test_a_namespace_the_apiserver_refuses_does_not_stop_the_listing_of_the_others() -> None:
+    """Issue 25.5: deleting a watched namespace takes the operator's Role there along, and
+    its listings are refused (403) from then on; that failed the whole re-list, and the
+    start-up listing for good. The others are listed still, what the cache holds of the
+    refused one is left as it was, and only all of them refused is a failed listing."""
+    from sundial.handlers import relist
+    from sundial.kube import ApiException
+
+    asked: list[tuple[str, list[str]]] = []
+
+    class Refusing(QuietKube):
+        async def list_pages(
+            self, kind: str, namespaces: list[str], *_: object
+        ) -> AsyncIterator[list[dict[str, Any]]]:
+            asked.append((kind, namespaces))
+            if "gone" in namespaces:
+                raise ApiException(status=403, reason="Forbidden")
+            if kind == "scheduledjobs":
+                yield [{"metadata": {"name": "fresh", "namespace": ns, "resourceVersion": "5"}}
+                       for ns in namespaces]  # fmt: skip
+
+    cache = WatchCache()
+    for name, ns, version in (("old", "gone", "1"), ("stale", "kept", "2")):
+        cache.put_scheduledjob(
+            {"metadata": {"name": name, "namespace": ns, "resourceVersion": version}}
+        )
+    kube: Any = Refusing()
+    touched = asyncio.run(relist(kube, cache, ["gone", "kept"], parse_selector("")))
+    assert sorted(cache.scheduledjob_keys()) == [("gone", "old"), ("kept", "fresh")]
+    assert touched == [("kept", "stale")]
+    # The refused namespace is asked once per listing, not once per kind.
+    assert [ns for kind, ns in asked if "gone" in ns] == [["gone"]]
+    with pytest.raises(ApiException):
+        asyncio.run(relist(kube, cache, ["gone"], parse_selector("")))
