@@ -367,6 +367,33 @@ def test_the_admission_policy_refuses_the_operator_a_change_of_spec(
     meta = (kubectl.get("scheduledjob", name, namespace) or {})["metadata"]
     assert not meta.get("finalizers")
 
+    # And nothing else of the object (the namespaced overlay grants the patch in every
+    # namespace): an annotation is a request (run-now, backfill, adopt, abandon-schedule),
+    # a label another operator's share, a finalizer someone else's.
+    for patch in (
+        {"metadata": {"annotations": {"sundial.dev/run-now": "not-the-operators"}}},
+        {"metadata": {"labels": {SHARD_LABEL: "elsewhere"}}},
+        {"metadata": {"finalizers": ["example.com/theirs"]}},
+        {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                           "name": "x", "uid": "u"}]}},
+    ):  # fmt: skip
+        result = as_operator(patch)
+        assert result.returncode != 0, patch
+        assert f"ValidatingAdmissionPolicy '{POLICY}'" in result.stderr, result.stderr
+    meta = (kubectl.get("scheduledjob", name, namespace) or {})["metadata"]
+    assert "sundial.dev/run-now" not in (meta.get("annotations") or {})
+    assert meta["labels"] == {SHARD_LABEL: "install-manifests"}
+    assert not meta.get("finalizers")
+    assert not meta.get("ownerReferences")
+    # Its own finalizer beside someone else's is still the operator's to set and remove.
+    kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
+                "-p", json.dumps({"metadata": {"finalizers": ["example.com/theirs"]}}))  # fmt: skip
+    for finalizers in (["example.com/theirs", FINALIZER], ["example.com/theirs"]):
+        result = as_operator({"metadata": {"finalizers": finalizers}})
+        assert result.returncode == 0, result.stderr
+    kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
+                "-p", json.dumps({"metadata": {"finalizers": None}}))  # fmt: skip
+
     # Its users still change the spec as they like.
     kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
                 "-p", json.dumps({"spec": {"suspend": True}}))  # fmt: skip
