@@ -35,6 +35,9 @@ from sundial.workqueue import Retry
 
 # A connection or Secret that is missing is looked for again this often.
 MISSING_RETRY_SECONDS = 30.0
+# An entry no object asked for in this long is dropped: every temporal-backed object's
+# pass asks at least every 5 minutes (the resync), a revoked or deleting one every 30 s.
+ENTRY_IDLE_SECONDS = 900.0
 # Where the key of an apiKeySecretRef is, unless it says.
 API_KEY_DEFAULT_KEY = "apiKey"
 
@@ -49,7 +52,7 @@ class Resolved:
 
 @dataclass
 class _Entry:
-    read_at: float
+    read_at: float  # when the resource (and its Secrets) were last read; `used_at` below
     spec: TemporalConnectionSpec
     connection: Connection
 
@@ -88,6 +91,26 @@ class ConnectionResolver:
         self._clock = clock
         self._entries: dict[tuple[str, str, str], _Entry] = {}
         self._namespace_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        # When each entry was last asked for: one no object asks for any more (its
+        # namespace deleted, its objects moved) goes after ENTRY_IDLE_SECONDS, and the
+        # labels of namespaces after a refresh period (issue 25.13: both were kept for ever).
+        self._used_at: dict[tuple[str, str, str], float] = {}
+        self._swept_at = clock()
+
+    def held(self) -> int:
+        """Entries and namespaces' labels kept."""
+        return len(self._entries) + len(self._namespace_labels)
+
+    def sweep(self) -> None:
+        """Drop entries no object asked for in ENTRY_IDLE_SECONDS, and labels older than
+        a refresh period (a resolve calls it now and then)."""
+        now = self._swept_at = self._clock()
+        for key in [k for k, at in self._used_at.items() if now - at >= ENTRY_IDLE_SECONDS]:
+            del self._used_at[key]
+            self._entries.pop(key, None)
+        for namespace in [n for n, (at, _) in self._namespace_labels.items()
+                          if now - at >= self._refresh]:  # fmt: skip
+            del self._namespace_labels[namespace]
 
     def ref_of(self, sj: ScheduledJob) -> ConnectionRef:
         return connection_ref(sj, self.default_ref)
@@ -104,6 +127,9 @@ class ConnectionResolver:
         set order, before its ScheduledJobs' finalizers have run)."""
         ref = ref or self.ref_of(sj)
         key = connection_key(ref.kind, ref.name, sj.metadata.namespace)
+        if self._clock() - self._swept_at >= min(self._refresh, ENTRY_IDLE_SECONDS):
+            self.sweep()
+        self._used_at[key] = self._clock()
         entry = self._entries.get(key)
         if entry is None or self._clock() - entry.read_at >= self._refresh:
             try:
