@@ -184,9 +184,7 @@ class KubernetesBackend:
         evidence = self._evidence(key, sj, live)
         judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         if judgement.needs_confirmation:
-            evidence = replace(
-                evidence, confirmed=True, confirmed_slots=await self._slots_beyond_cache(sj)
-            )
+            evidence = await self._beyond_cache(sj, evidence)
             judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
@@ -232,17 +230,30 @@ class KubernetesBackend:
                 refusal_reason(error),
             ) from None
 
-    async def _slots_beyond_cache(self, sj: ScheduledJob) -> frozenset[datetime]:
-        """Slots that ran by what the API still keeps: the owner's Jobs listed afresh, and
-        the CronJob controller's Events naming its Jobs (kept an hour by default)."""
+    async def _beyond_cache(
+        self, sj: ScheduledJob, evidence: KubernetesEvidence
+    ) -> KubernetesEvidence:
+        """The evidence with what the API still keeps: the owner's Jobs listed afresh, and
+        the CronJob controller's Events (kept an hour by default), which name the Jobs it
+        created, saw complete and deleted; a slot named there ran."""
         namespace, name = sj.metadata.namespace, cj.cronjob_name(sj.metadata.name)
         try:
             jobs = await self.kube.list_all("jobs", [namespace], f"{cj.SCHEDULEDJOB_LABEL}={name}")
             messages = await self.kube.cronjob_event_messages(namespace, name)
         except ApiException as error:
             raise Retry(f"confirming missed runs: {api_error_message(error)}") from None
-        slots = {record.scheduled_time for record in map(job_record, jobs) if record is not None}
-        return frozenset(slots | cj.slots_in_controller_events(name, messages))
+        # Requested runs (run now, backfill) are no slot's, here as in the cache.
+        listed = [r for r in map(job_record, jobs) if r is not None and r.requested is None]
+        said = cj.controller_events(name, messages)
+        merged = {job.name: job for job in evidence.jobs} | {job.name: job for job in listed}
+        return replace(
+            evidence,
+            jobs=list(merged.values()),
+            confirmed=True,
+            confirmed_slots=frozenset({job.scheduled_time for job in listed} | said.named),
+            created_events=said.created,
+            completed_events=said.completed,
+        )
 
     async def handle_requests(
         self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime

@@ -14,6 +14,7 @@ minute-aligned slots instead of eight minutes per case.
 
 from __future__ import annotations
 
+import signal
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +22,21 @@ from typing import Any
 import pytest
 
 from localstack import LocalStack
-from support import Kubectl, OperatorProcess, eventually, sample, scrape
+from support import (
+    Kubectl,
+    OperatorProcess,
+    eventually,
+    faulted_operator,
+    in_shard,
+    kubernetes_scheduledjob,
+    no_retry_job,
+    owned_jobs,
+    parse_time,
+    ready,
+    sample,
+    scrape,
+    sj_status,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -168,3 +183,129 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     next_run = metrics[sample("sundial_next_run_timestamp_seconds", name="dropped", **labels)]
     assert next_run > datetime.now(UTC).timestamp()
     assert metrics[sample("sundial_reconciles_total", result="ok")] > 0
+
+
+# ---- an outage the operator did not watch (issue 25, defect 16) ---------------------------
+
+
+def controllers_reading(down: datetime, up: datetime, slots: list[datetime],
+                        deadline: float | None) -> dict[datetime, str]:  # fmt: skip
+    """Which slots the CronJob controller dropped, by its own rules (scheduling-semantics.md),
+    read from the outage alone: back at `up` it starts only the most recent slot it missed,
+    if within startingDeadlineSeconds; each earlier one is dropped, DeadlineExceeded if its
+    deadline ran out before the next slot, else ControllerDown."""
+    missed = [slot for slot in slots if down < slot <= up]
+    limit = timedelta(seconds=deadline) if deadline is not None else None
+    if missed and (limit is None or up <= missed[-1] + limit):
+        missed = missed[:-1]
+    return {
+        slot: "DeadlineExceeded"
+        if limit is not None and slot + limit < slots[slots.index(slot) + 1]
+        else "ControllerDown"
+        for slot in missed
+    }
+
+
+@pytest.mark.timeout(420)  # about four minutes of real slots
+def test_an_outage_the_operator_did_not_watch_is_missed_not_unknown(
+    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str
+) -> None:
+    """The controller manager is killed across two slots (M1, M2) and the operator during
+    the outage; the controller comes back first and starts only M2, then the operator.
+    M1, which no Job was ever made for, is reported missed with the controller's reason,
+    as the apiserver's Jobs and the controller's Events show, not Unknown; M0 and M2 ran
+    and are not reported. (Before, M1 was RunUnverified: no count, no RunsMissed, no alert.)"""
+    shard = "unwatched-outage"
+    operator = faulted_operator(stack, "unwatched-outage", shard, user="sundial-unwatched")
+    jobs = {"dropped": None, "deadline": 50}  # name: startingDeadlineSeconds
+    now = datetime.now(UTC)
+    m0 = next_minute(now if now.second < 30 else now + timedelta(minutes=1))
+    m1, m2, m3 = (m0 + timedelta(minutes=i) for i in (1, 2, 3))
+    operator.start()
+    killed = False
+    try:
+        for name, deadline in jobs.items():
+            # Allow: a Job the controller starts while the last one runs (or, with no node,
+            # stays pending) is never skipped.
+            extra: dict[str, Any] = {"concurrencyPolicy": "Allow"}
+            if deadline is not None:
+                extra["startingDeadlineSeconds"] = deadline
+            job = no_retry_job(stack.images.get("busybox", "busybox"), "exit 0")
+            kubectl.apply(in_shard(kubernetes_scheduledjob(name, namespace, job, **extra), shard))
+        for name in jobs:
+            eventually(lambda name=name: ready(kubectl, name, namespace), timeout=30,
+                       what=f"{name} Ready before M0")  # fmt: skip
+
+        wait_until(m1 - timedelta(seconds=10))
+        stack.faults.kill("kube-controller-manager")
+        down, killed = datetime.now(UTC), True
+        wait_until(m1 + timedelta(seconds=20))
+        operator.signal(signal.SIGKILL)  # before M1 is certain (M2 + 10 s)
+        wait_until(m2 + timedelta(seconds=5))
+        stack.faults.restart("kube-controller-manager")
+        up, killed = datetime.now(UTC), False
+
+        def slots_run(name: str) -> set[datetime]:
+            return {
+                parse_time(job["metadata"]["annotations"][
+                    "batch.kubernetes.io/cronjob-scheduled-timestamp"])
+                for job in owned_jobs(kubectl, namespace, name)
+            }  # fmt: skip
+
+        # The controller starts M2 late, within both deadlines; then the operator is back.
+        for name in jobs:
+            eventually(lambda name=name: m2 in slots_run(name), timeout=40,
+                       what=f"{name}: the controller starts M2 on its return")  # fmt: skip
+        operator.start()
+        restarted = datetime.now(UTC)
+
+        expected = {name: controllers_reading(down, up, [m0, m1, m2, m3], deadline)
+                    for name, deadline in jobs.items()}  # fmt: skip
+        assert expected == {"dropped": {m1: "ControllerDown"},
+                            "deadline": {m1: "DeadlineExceeded"}}  # fmt: skip
+        for name in jobs:
+            eventually(
+                lambda name=name: (iso(m1), expected[name][m1]) in misses_in(kubectl, name,
+                                                                             namespace),
+                timeout=60, what=f"{name}: M1 reported {expected[name][m1]} after the restart",
+            )  # fmt: skip
+        took = (datetime.now(UTC) - restarted).total_seconds()
+
+        # Ground truth: the Jobs on the apiserver and the controller's own Events.
+        for name in jobs:
+            ran = slots_run(name)
+            assert ran >= {m0, m2}, (name, sorted(ran))
+            assert m1 not in ran, (name, sorted(ran))
+            created = {e["message"] for e in kubectl.events(namespace, involvedObject_name=name)
+                       if e["involvedObject"]["kind"] == "CronJob"
+                       and e["reason"] == "SuccessfulCreate"}  # fmt: skip
+            assert f"Created job {name}-{int(m1.timestamp()) // 60}" not in created, created
+            current = sj_status(kubectl, name, namespace)
+            reported = misses_in(kubectl, name, namespace)
+            assert reported == [(iso(m1), expected[name][m1])], (name, current)
+            assert current["missedRuns"] == 1, (name, current)
+            assert current["lastMissedTime"] == iso(m1), (name, current)
+            assert all(time not in {iso(m0), iso(m2)} for time, _ in reported), reported
+        reasons = {(e["involvedObject"]["name"], e["reason"])
+                   for e in kubectl.events(namespace)
+                   if e["involvedObject"]["kind"] == "ScheduledJob"}  # fmt: skip
+        assert {("dropped", "RunMissed"), ("deadline", "RunMissed")} <= reasons, reasons
+        assert not {reason for _, reason in reasons if reason == "RunUnverified"}, reasons
+        metrics = scrape(operator.metrics_url)
+        labels = {"namespace": namespace, "backend": "kubernetes"}
+        for name in jobs:
+            assert metrics[sample("sundial_missed_runs_total", name=name,
+                                  reason=expected[name][m1], **labels)] == 1  # fmt: skip
+        print(
+            f"M1 reported {took:.1f}s after the operator's restart "
+            f"(controller down {down:%H:%M:%S}-{up:%H:%M:%S})"
+        )
+    finally:
+        if killed:
+            stack.faults.restart("kube-controller-manager")
+        operator.stop()
+
+
+def misses_in(kubectl: Kubectl, name: str, namespace: str) -> list[tuple[str, str]]:
+    return [(r["scheduledTime"], r["reason"])
+            for r in sj_status(kubectl, name, namespace).get("recentMissedRuns", [])]  # fmt: skip

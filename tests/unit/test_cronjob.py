@@ -232,3 +232,33 @@ def test_the_controllers_events_name_the_slots_of_jobs_gone_since() -> None:
     assert slots_in_controller_events("invoices", messages) == {
         datetime.fromtimestamp(m * 60, UTC) for m in (29412245, 29412246, 29412240)
     }
+
+
+def test_the_controllers_record_of_creates_and_completions_each_in_an_event_of_its_own() -> None:
+    """Issue 25, defect 16: the creates and completions the controller's Events name one by
+    one, and none once its event recorder folded creates into one Event (it names only the
+    latest Job)."""
+    from datetime import UTC, datetime
+
+    from sundial.planning.cronjob import controller_events
+
+    def slot(minutes: int) -> datetime:
+        return datetime.fromtimestamp(minutes * 60, UTC)
+
+    messages = [
+        "Created job invoices-29412245",
+        "Saw completed job: invoices-29412245, condition: Complete",
+        "Created job invoices-29412247",
+        "Deleted job invoices-29412240",
+        "Created job invoices-reports-29412248",  # another CronJob's Job
+        "(combined from similar events): Saw completed job: invoices-29412247, condition: Failed",
+    ]
+    said = controller_events("invoices", messages)
+    assert said.created == {slot(29412245), slot(29412247)}
+    assert said.completed == {slot(29412245)}, "a combined completion names no one in full"
+    assert said.named == {slot(m) for m in (29412245, 29412247, 29412240)}
+    folded = controller_events(
+        "invoices", [*messages, "(combined from similar events): Created job invoices-29412249"]
+    )
+    assert folded.created is None
+    assert slot(29412249) in folded.named

@@ -1,7 +1,8 @@
 """A randomized model of the kubernetes judge (issue 14): a CronJob controller and the
 operator go up and down, the watch misses events, Jobs vanish by history limits, TTL,
-Replace or a person, the controller's Events expire. Whatever happens, no slot that ran
-is ever called missed, and no slot is reported twice."""
+Replace or a person, the controller's Events expire (a slot the operator did not watch is
+judged by them while they reach back to it). Whatever happens, no slot that ran is ever
+called missed, and no slot is reported twice."""
 
 from __future__ import annotations
 
@@ -92,9 +93,12 @@ def test_no_healthy_slot_is_called_missed_and_none_twice(world: World) -> None:
         )
         judgement = judge_kubernetes(table, SPEC, accounting, known, now)
         if judgement.needs_confirmation:
-            # The LIST of the owner's Jobs, and the controller's Events still kept.
+            # The LIST of the owner's Jobs, and the controller's Events still kept: each
+            # Job's create and completion (it ends seconds after its slot).
             listed = frozenset({minute(s) for s in existing} | events)
-            confirmed = replace(known, confirmed=True, confirmed_slots=listed)
+            confirmed = replace(known, confirmed=True, confirmed_slots=listed,
+                                created_events=frozenset(events),
+                                completed_events=frozenset(events))  # fmt: skip
             judgement = judge_kubernetes(table, SPEC, accounting, confirmed, now)
         assert judgement.accounting is not None
         accounting = judgement.accounting

@@ -369,3 +369,96 @@ def test_temporal_slot_times_are_exact_only_when_temporal_lists_every_other_slot
     )
     jittered = judge_temporal(table, start, ev, seconds(331))
     assert [r.approximate for r in jittered.new_runs] == [True]
+
+
+# ---- an outage nobody watched (issue 25, defect 16) --------------------------------------
+
+# The controller manager was down across 10:01 and 10:02, back at 10:02:20, and started only
+# the latest slot, 10:02, late; the operator was killed at 10:01:20 and came back at
+# 10:02:35, after the controller. Nothing of the controller's own could have removed a Job
+# of 10:01 yet (none ended; the TTL is 300 s), and its Events name each Job it created.
+OUTAGE_NOW = at(2) + timedelta(seconds=40)
+
+
+def unwatched_outage(**overrides: Any) -> KubernetesEvidence:
+    jobs = overrides.pop("jobs", None) or [
+        job(at(0), finished_after=None),
+        job(at(2), late=20, finished_after=None),
+    ]
+    fields: dict[str, Any] = {
+        "watching_since": at(2) + timedelta(seconds=35),
+        # The restart's listing: the slots of the Jobs there now.
+        "seen_slots": frozenset({at(0), at(2)}),
+        "last_schedule_time": at(2),
+        "successful_history_limit": 3,
+        "failed_history_limit": 1,
+        # The LIST of the controller's Events: "Created job invoices-<minutes>", each its own.
+        "confirmed_slots": frozenset({at(0), at(2)}),
+        "created_events": frozenset({at(0), at(2)}),
+    }
+    fields.update(overrides)
+    return evidence(jobs, **fields)
+
+
+def controllers_reading(slots: list[datetime], down: datetime, up: datetime,
+                        deadline: float | None) -> list[tuple[datetime, str]]:  # fmt: skip
+    """The CronJob controller's own rule, read independently of the judge (scheduling-
+    semantics.md): back at `up` it starts only the most recent slot it missed, if within
+    startingDeadlineSeconds; each earlier one is dropped, DeadlineExceeded if its deadline
+    ran out before the next slot, else ControllerDown."""
+    missed = [slot for slot in slots if down < slot <= up]
+    limit = timedelta(seconds=deadline) if deadline is not None else None
+    dropped = missed[:-1] if missed and (limit is None or up <= missed[-1] + limit) else missed
+    reading = []
+    for slot in dropped:
+        following = slots[slots.index(slot) + 1]
+        expired = limit is not None and slot + limit < following
+        reading.append((slot, "DeadlineExceeded" if expired else "ControllerDown"))
+    return reading
+
+
+def test_an_outage_nobody_watched_is_judged_by_the_controllers_own_record() -> None:
+    """The slot the controller never started is missed, with the controller's reason, not
+    Unknown: its Events still name each Job it created before and after the slot, each in
+    an Event of its own (it creates the slots' Jobs in order, and a later Event outlives an
+    earlier one), so a Job of the slot would be named too, however it was removed since
+    (history limits, a TTL, Replace or a person)."""
+    slots = [at(m) for m in range(4)]
+    down, up = at(1) - timedelta(seconds=10), at(2) + timedelta(seconds=20)
+    # The Jobs of 10:00 and 10:02 still run (no node), or ran and ended, which the
+    # controller's SawCompletedJob Events name (on a node).
+    ended = [job(at(0)), job(at(2), late=20)]
+    for ran, completed in (({}, frozenset()), ({"jobs": ended}, frozenset({at(0), at(2)}))):
+        for deadline in (None, 50):
+            # Allow: the Job of 10:00 may still run (under Forbid 10:01 is skipped for it).
+            job_spec = spec(concurrencyPolicy="Allow", startingDeadlineSeconds=deadline)
+            outage = unwatched_outage(completed_events=completed, **ran)
+            result = judge(job_spec, outage, OUTAGE_NOW, since=at(0))
+            assert reasons(result) == controllers_reading(slots, down, up, deadline)
+            reason = "DeadlineExceeded" if deadline else "ControllerDown"
+            assert reasons(result) == [(at(1), reason)]
+            runs = tally(0, 0, None, [], result.new_runs)
+            assert (runs.missed_runs, runs.last_missed_time) == (1, at(1))
+
+
+def test_an_unwatched_slot_stays_unknown_where_the_controllers_record_has_holes() -> None:
+    """Where the controller's record may lack the slot's Job, the slot is Unknown as before:
+    never a miss on a guess."""
+    allow = spec(concurrencyPolicy="Allow")
+    ended = [job(at(0)), job(at(2), late=20)]
+    cases: dict[str, KubernetesEvidence] = {
+        # No create Event left before the slot (expired, or lost as the controller died).
+        "no earlier Event": unwatched_outage(created_events=frozenset({at(2)})),
+        # The event recorder combined creates into one Event naming only the latest Job.
+        "creates combined": unwatched_outage(created_events=None),
+        # A Job there now that no create Event names: the recorder dropped Events (its
+        # spam filter: 25 a CronJob, then one in five minutes), maybe the slot's too.
+        "a create not recorded": unwatched_outage(created_events=frozenset({at(0)})),
+        # A Job that ended over ten seconds ago without its SawCompletedJob: the same.
+        "a completion not recorded": unwatched_outage(
+            jobs=ended, completed_events=frozenset({at(0)})
+        ),
+    }
+    for case, ev in cases.items():
+        result = judge(allow, ev, OUTAGE_NOW, since=at(0))
+        assert reasons(result) == [(at(1), "Unknown")], case

@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,48 @@ def slots_in_controller_events(cronjob: str, messages: list[str]) -> set[datetim
             if slot is not None:
                 found.add(slot)
     return found
+
+
+# How the CronJob controller words its Events (k8s.io/kubernetes pkg/controller/cronjob),
+# and the prefix its event recorder gives an Event that stands for several alike.
+COMBINED_PREFIX = "(combined from similar events): "
+CREATED_PREFIX = "Created job "
+COMPLETED_PREFIX = "Saw completed job: "
+
+
+@dataclass(frozen=True)
+class ControllerEvents:
+    """What the CronJob controller's Events about one CronJob say of its slots."""
+
+    # Slots whose Jobs any of them names: each was created (even if gone since).
+    named: frozenset[datetime]
+    # Slots named by a SuccessfulCreate Event of its own; None once the recorder combined
+    # creates into one Event, which names only the latest Job.
+    created: frozenset[datetime] | None
+    # Slots named by a SawCompletedJob Event of its own.
+    completed: frozenset[datetime]
+
+
+def controller_events(cronjob: str, messages: list[str]) -> ControllerEvents:
+    """The CronJob controller's Events read: the slots they name, and the creates and the
+    completions each in an Event of its own."""
+    created: set[datetime] = set()
+    completed: set[datetime] = set()
+    creates_combined = False
+    for message in messages:
+        if message.startswith(COMBINED_PREFIX):
+            creates_combined |= message.removeprefix(COMBINED_PREFIX).startswith(CREATED_PREFIX)
+            continue
+        for prefix, found in ((CREATED_PREFIX, created), (COMPLETED_PREFIX, completed)):
+            if message.startswith(prefix):
+                slot = slot_from_job_name(cronjob, message[len(prefix) :].split(",", 1)[0])
+                if slot is not None:
+                    found.add(slot)
+    return ControllerEvents(
+        named=frozenset(slots_in_controller_events(cronjob, messages)),
+        created=None if creates_combined else frozenset(created),
+        completed=frozenset(completed),
+    )
 
 
 # A person's request to take over an existing object of this name (a CronJob, or a

@@ -87,6 +87,12 @@ class KubernetesEvidence:
     # cache (start-up, a watch gap, a stalled watch) is no proof. Slots found there ran.
     confirmed: bool = False
     confirmed_slots: frozenset[datetime] = frozenset()
+    # The CronJob controller's own record, from the same look at its Events: the slots
+    # whose Jobs its SuccessfulCreate Events name, each an Event of its own (None: not
+    # looked at, or its event recorder combined some into one Event, which names only the
+    # latest Job), and those its SawCompletedJob Events name.
+    created_events: frozenset[datetime] | None = None
+    completed_events: frozenset[datetime] = frozenset()
 
 
 @dataclass
@@ -175,7 +181,7 @@ def judge_kubernetes(
         reason: MissReason
         if skipped:
             reason = "OverlapSkipped"
-        elif _unverifiable(slot, evidence):
+        elif _unverifiable(slot, evidence, now):
             reason = "Unknown"
         elif deadline is not None and following is not None and slot + deadline < following:
             reason = "DeadlineExceeded"
@@ -207,18 +213,55 @@ def _next_slot(table: Timetable, slot: datetime) -> datetime | None:
     return next(table.slots(slot), None)
 
 
-def _unverifiable(slot: datetime, evidence: KubernetesEvidence) -> bool:
-    """Could a Job for this slot have been created and deleted with no trace left?
+def _unverifiable(slot: datetime, evidence: KubernetesEvidence, now: datetime) -> bool:
+    """Could a Job for this slot have been created and removed with no trace left?
 
     Only before the operator's watch began (while it watches it sees every Job created),
     and only if the controller has scheduled this slot or a later one since
     (lastScheduleTime): after lastScheduleTime the controller certainly created nothing.
-    Its Job may be gone by history limits, TTL, Replace, a person or a cleanup tool, and
-    its Events expire (an hour by default), so there is no evidence either way.
+    Its Job may be gone by history limits, TTL, Replace, a person or a cleanup tool; what
+    tells is the controller's own record of the Jobs it created, its Events, unless that
+    record does not reach back to the slot.
     """
     if slot >= evidence.watching_since:
         return False
-    return evidence.last_schedule_time is not None and slot <= evidence.last_schedule_time
+    if evidence.last_schedule_time is None or slot > evidence.last_schedule_time:
+        return False
+    return not _in_controllers_record(slot, evidence, now)
+
+
+def _in_controllers_record(slot: datetime, evidence: KubernetesEvidence, now: datetime) -> bool:
+    """Would the controller's Events name a Job of this slot, had it created one?
+
+    The controller creates the slots' Jobs in order (lastScheduleTime only moves forward)
+    and posts a SuccessfulCreate Event for each; an Event lives an hour (the apiserver's
+    --event-ttl) from when it was written, so while the create Event of an earlier slot is
+    kept, that of any later one is too. The record has holes where the controller's event
+    recorder dropped Events (its spam filter passes 25 per CronJob, then one in five
+    minutes) or a controller that died had not posted them: wherever a Job known to exist
+    or to have existed lacks its create Event, or one that ended over SETTLE ago its
+    SawCompletedJob, the record is trusted only after it. Once the recorder has combined
+    creates into one Event (more than ten alike in ten minutes), which names only the
+    latest Job, it is not trusted at all.
+    """
+    created = evidence.created_events
+    if created is None:
+        return False
+    settled = now - SETTLE
+    # The Events of a Job made a moment ago may still be on their way.
+    recent = {job.scheduled_time for job in evidence.jobs if job.created > settled}
+    known = {job.scheduled_time for job in evidence.jobs}
+    known |= evidence.seen_slots | evidence.confirmed_slots
+    holes = {known_slot for known_slot in known - created if known_slot not in recent}
+    holes |= {
+        job.scheduled_time
+        for job in evidence.jobs
+        if job.finished_at is not None
+        and job.finished_at <= settled
+        and job.scheduled_time not in evidence.completed_events
+    }
+    after = max(holes, default=None)
+    return any(earlier < slot and (after is None or earlier > after) for earlier in created)
 
 
 @dataclass(frozen=True)

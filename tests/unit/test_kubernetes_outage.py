@@ -1,0 +1,130 @@
+"""The kubernetes backend's look beyond the watch cache (issue 25): after an outage of the
+controller manager that the operator did not watch (it was down too), and for a Forbid skip
+whose times round to the slot, the controller's Events and the Jobs the API keeps decide the
+slots, as the pure judge says."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sundial.api.models import ScheduledJob, ScheduledJobSpec
+from sundial.kubernetes_backend import KubernetesBackend
+from sundial.planning.missed import timetable_hash
+from sundial.watchcache import WatchCache
+
+M0 = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
+M1, M2 = M0 + timedelta(minutes=1), M0 + timedelta(minutes=2)
+# The operator came back at 10:02:35, after the controller (10:02:20), and looks at 10:02:40.
+RESTART = M2 + timedelta(seconds=35)
+NOW = M2 + timedelta(seconds=40)
+OWNER = ("shop", "invoices")
+LABELS = {"sundial.dev/scheduledjob": "invoices", "app.kubernetes.io/managed-by": "sundial"}
+SPEC = {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}}
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def minutes(slot: datetime) -> int:
+    return int(slot.timestamp()) // 60
+
+
+def scheduledjob() -> ScheduledJob:
+    """Judged up to 10:00 before the operator was killed at 10:01:20."""
+    spec_hash = timetable_hash(ScheduledJobSpec.model_validate(SPEC))
+    return ScheduledJob.model_validate({
+        "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1", "generation": 1},
+        "spec": SPEC,
+        "status": {"runAccounting": {"accountedUntil": iso(M0), "specHash": spec_hash}},
+    })  # fmt: skip
+
+
+def cronjob(policy: str = "Allow") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "invoices", "namespace": "shop", "labels": LABELS, "uid": "c1",
+                     "ownerReferences": [{"kind": "ScheduledJob", "name": "invoices",
+                                          "uid": "u1", "controller": True}],
+                     "creationTimestamp": iso(M0 - timedelta(seconds=20))},
+        "spec": {"schedule": "* * * * *", "timeZone": "UTC", "concurrencyPolicy": policy,
+                 "suspend": False, "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+                 "jobTemplate": {"spec": {"ttlSecondsAfterFinished": 300}}},
+        # The controller came back at 10:02:20 and started 10:02 only.
+        "status": {"lastScheduleTime": iso(M2), "active": [{"name": f"invoices-{minutes(M2)}"}]},
+    }  # fmt: skip
+
+
+def running_job(slot: datetime, late: float, ended: datetime | None = None) -> dict[str, Any]:
+    """A Job of the controller's, not ended (the Pods of this stack never run) unless
+    `ended` says when it completed."""
+    created = iso(slot + timedelta(seconds=late))
+    status: dict[str, Any] = {"startTime": created, "active": 1}
+    if ended is not None:
+        status = {"startTime": created, "succeeded": 1, "completionTime": iso(ended),
+                  "conditions": [{"type": "Complete", "status": "True"}]}  # fmt: skip
+    return {
+        "metadata": {"name": f"invoices-{minutes(slot)}", "namespace": "shop",
+                     "labels": LABELS, "creationTimestamp": created,
+                     "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp":
+                                     iso(slot)},
+                     "ownerReferences": [{"kind": "CronJob", "name": "invoices", "uid": "c1",
+                                          "controller": True}]},
+        "status": status,
+    }  # fmt: skip
+
+
+class TheApi:
+    """What the apiserver keeps beyond the watch cache: the Jobs, the controller's Events."""
+
+    def __init__(self, jobs: list[dict[str, Any]], messages: list[str]) -> None:
+        self.jobs, self.messages = jobs, messages
+
+    async def list_all(self, *_: object) -> list[dict[str, Any]]:
+        return self.jobs
+
+    async def cronjob_event_messages(self, *_: object) -> list[str]:
+        return self.messages
+
+    async def list_pods(self, *_: object) -> list[dict[str, Any]]:
+        return []
+
+
+def judged(
+    messages: list[str],
+    jobs: list[dict[str, Any]] | None = None,
+    policy: str = "Allow",
+    watching_since: datetime = RESTART,
+) -> list[tuple[datetime, str]]:
+    jobs = jobs or [running_job(M0, late=1), running_job(M2, late=20)]
+    cache = WatchCache()
+    cache.watching_since = watching_since  # the restart's listing
+    cache.put_cronjob(cronjob(policy))
+    for job in jobs:
+        cache.put_job(job)
+    backend = KubernetesBackend(kube=TheApi(jobs, messages), cache=cache, events=None)  # type: ignore[arg-type]
+    outcome = asyncio.run(backend.judge_running(OWNER, scheduledjob(), NOW))
+    assert outcome is not None
+    return [(run.scheduled_time, run.reason) for run in outcome.new_runs]
+
+
+def test_the_slot_the_controller_never_started_is_missed_by_its_own_events() -> None:
+    """The controller's Events name the Jobs of 10:00 and 10:02, each in an Event of its
+    own: a Job of 10:01 would have one too. 10:01 is ControllerDown, not Unknown."""
+    messages = [
+        f"Created job invoices-{minutes(M0)}",
+        f"Created job invoices-{minutes(M2)}",
+    ]
+    assert judged(messages) == [(M1, "ControllerDown")]
+
+
+def test_without_the_controllers_record_the_slot_stays_unknown() -> None:
+    """Its Events gone (expired, or combined into one naming only the latest Job): there is
+    no telling whether a Job of 10:01 was made and removed."""
+    assert judged([]) == [(M1, "Unknown")]
+    combined = [
+        f"(combined from similar events): Created job invoices-{minutes(M2)}",
+        f"Created job invoices-{minutes(M0)}",
+    ]
+    assert judged(combined) == [(M1, "Unknown")]
