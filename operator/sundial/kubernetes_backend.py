@@ -253,6 +253,7 @@ class KubernetesBackend:
             confirmed_slots=frozenset({job.scheduled_time for job in listed} | said.named),
             created_events=said.created,
             completed_events=said.completed,
+            overlap_skip_reported=said.overlap_skip,
         )
 
     async def handle_requests(

@@ -128,3 +128,18 @@ def test_without_the_controllers_record_the_slot_stays_unknown() -> None:
         f"Created job invoices-{minutes(M0)}",
     ]
     assert judged(combined) == [(M1, "Unknown")]
+
+
+def test_a_forbid_skip_the_controller_reported_is_not_a_miss_when_the_times_round_to_it() -> None:
+    """Issue 25, defect 8: the 10:00 run completed within the first second after 10:01 (its
+    completionTime reads 10:01:00); the controller saw it running at the slot and said so
+    (JobAlreadyActive). The operator watched throughout; no Job was made for 10:01."""
+    jobs = [running_job(M0, late=1, ended=M1), running_job(M2, late=1)]
+    messages = [
+        f"Created job invoices-{minutes(M0)}",
+        "Not starting job because prior execution is running and concurrency policy is Forbid",
+        f"Saw completed job: invoices-{minutes(M0)}, condition: Complete",
+        f"Created job invoices-{minutes(M2)}",
+    ]
+    watched = M0 - timedelta(minutes=5)
+    assert judged(messages, jobs, "Forbid", watched) == [(M1, "OverlapSkipped")]

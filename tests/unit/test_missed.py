@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -462,3 +463,35 @@ def test_an_unwatched_slot_stays_unknown_where_the_controllers_record_has_holes(
     for case, ev in cases.items():
         result = judge(allow, ev, OUTAGE_NOW, since=at(0))
         assert reasons(result) == [(at(1), "Unknown")], case
+
+
+# ---- Forbid at one-second resolution (issue 25, defect 8) ---------------------------------
+
+
+def test_a_skip_the_controller_reported_is_never_a_miss_whatever_the_times_round_to() -> None:
+    """The 10:00 run ended at 10:01:00.4, which its times read as 10:01:00 (they have a
+    one-second resolution); the controller looked at the 10:01 slot at 10:01:00.1, saw it
+    running, and skipped the slot (its Event JobAlreadyActive). By the times alone the run
+    was over at the slot; the controller's own Event says it was not: OverlapSkipped."""
+    forbid = spec(concurrencyPolicy="Forbid")
+    ran_into = JobRecord(
+        scheduled_time=at(0), created=at(0) + timedelta(seconds=1),
+        start_time=at(0) + timedelta(seconds=1), finished_at=at(1), succeeded=True,
+    )  # fmt: skip
+    now = at(2) + SETTLE
+    # The watch cache alone cannot tell: the look beyond it is needed.
+    assert judge(forbid, evidence([ran_into], confirmed=False), now).needs_confirmation
+    reported = evidence([ran_into], overlap_skip_reported=True)
+    assert reasons(judge(forbid, reported, now)) == [(at(1), "OverlapSkipped")]
+    runs = tally(0, 0, None, [], judge(forbid, reported, now).new_runs)
+    assert (runs.missed_runs, runs.skipped_runs) == (0, 1)
+    # Without the controller's word, or with a run that ended in the second before the
+    # slot (the controller saw it ended), the slot is judged as before.
+    assert reasons(judge(forbid, evidence([ran_into]), now)) == [(at(1), "ControllerDown")]
+    ended_before = replace(ran_into, finished_at=at(1) - timedelta(seconds=1))
+    before = evidence([ended_before], overlap_skip_reported=True)
+    assert reasons(judge(forbid, before, now)) == [(at(1), "ControllerDown")]
+    # Allow never skips.
+    assert reasons(judge(spec(concurrencyPolicy="Allow"), reported, now)) == [
+        (at(1), "ControllerDown")
+    ]

@@ -61,6 +61,7 @@ def slots_in_controller_events(cronjob: str, messages: list[str]) -> set[datetim
 COMBINED_PREFIX = "(combined from similar events): "
 CREATED_PREFIX = "Created job "
 COMPLETED_PREFIX = "Saw completed job: "
+OVERLAP_SKIP_MESSAGE = "Not starting job because prior execution is running"
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,13 @@ class ControllerEvents:
     created: frozenset[datetime] | None
     # Slots named by a SawCompletedJob Event of its own.
     completed: frozenset[datetime]
+    # JobAlreadyActive: a slot not started under Forbid because a Job was running.
+    overlap_skip: bool
 
 
 def controller_events(cronjob: str, messages: list[str]) -> ControllerEvents:
-    """The CronJob controller's Events read: the slots they name, and the creates and the
-    completions each in an Event of its own."""
+    """The CronJob controller's Events read: the slots they name, the creates and the
+    completions each in an Event of its own, and whether it skipped a slot for overlap."""
     created: set[datetime] = set()
     completed: set[datetime] = set()
     creates_combined = False
@@ -95,6 +98,7 @@ def controller_events(cronjob: str, messages: list[str]) -> ControllerEvents:
         named=frozenset(slots_in_controller_events(cronjob, messages)),
         created=None if creates_combined else frozenset(created),
         completed=frozenset(completed),
+        overlap_skip=any(OVERLAP_SKIP_MESSAGE in message for message in messages),
     )
 
 

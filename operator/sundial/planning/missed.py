@@ -31,6 +31,8 @@ MAX_SLOTS_PER_PASS = 2000
 RECENT_LIMIT = 10
 # The CronJob controller's own threshold for its TooManyMissedTimes warning.
 TOO_MANY_MISSED = 100
+# The resolution of the times Kubernetes keeps (metav1.Time: whole seconds).
+ONE_SECOND = timedelta(seconds=1)
 
 
 def timetable_hash(spec: ScheduledJobSpec) -> str:
@@ -70,6 +72,18 @@ class JobRecord:
         began = self.start_time or self.created
         return began <= moment and (self.finished_at is None or self.finished_at > moment)
 
+    def ended_within_second_of(self, moment: datetime) -> bool:
+        """Began by `moment` and ended within the second that starts at it. Times have a
+        one-second resolution: a Job that completed at 10:01:00.4 reads 10:01:00, so
+        whether it still ran when the controller looked at the 10:01 slot (10:01:00.1)
+        its times cannot tell."""
+        began = self.start_time or self.created
+        return (
+            began <= moment
+            and self.finished_at is not None
+            and moment <= self.finished_at < moment + ONE_SECOND
+        )
+
 
 @dataclass(frozen=True)
 class KubernetesEvidence:
@@ -90,9 +104,11 @@ class KubernetesEvidence:
     # The CronJob controller's own record, from the same look at its Events: the slots
     # whose Jobs its SuccessfulCreate Events name, each an Event of its own (None: not
     # looked at, or its event recorder combined some into one Event, which names only the
-    # latest Job), and those its SawCompletedJob Events name.
+    # latest Job); those its SawCompletedJob Events name; and whether it said it did not
+    # start a slot because a Job was running under Forbid (JobAlreadyActive).
     created_events: frozenset[datetime] | None = None
     completed_events: frozenset[datetime] = frozenset()
+    overlap_skip_reported: bool = False
 
 
 @dataclass
@@ -171,12 +187,16 @@ def judge_kubernetes(
             break
         # A run the cache shows going across the slot, under Forbid, is evidence of the
         # skip itself; only an absence (a miss) needs the look beyond the cache.
-        skipped = spec.concurrency_policy == "Forbid" and any(
-            job.active_at(slot) for job in evidence.jobs
-        )
+        forbid = spec.concurrency_policy == "Forbid"
+        skipped = forbid and any(job.active_at(slot) for job in evidence.jobs)
         if not skipped and not evidence.confirmed:
             judgement.needs_confirmation = True
             break
+        if not skipped and forbid and evidence.overlap_skip_reported:
+            # A run that ended within the slot's own second may have been running when
+            # the controller looked at the slot; if the controller says it skipped one
+            # because a Job was running, this is that skip, not a miss.
+            skipped = any(job.ended_within_second_of(slot) for job in evidence.jobs)
         watermark = slot
         reason: MissReason
         if skipped:
