@@ -451,6 +451,32 @@ def service_account_kubeconfig(
     return path
 
 
+RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def namespaced_overlay_rbac(
+    kubectl: Kubectl, *, suffix: str, namespaces: dict[str, str], account: str
+) -> list[dict[str, Any]]:
+    """The namespaced overlay's RBAC, verbatim but for names: each object named with
+    `suffix`, its watched namespaces (team-a, team-b) renamed by `namespaces`, bound to a
+    test's own ServiceAccount `account` (the cluster-wide overlay may have bound `sundial`
+    more widely)."""
+    documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
+                 if d["kind"] in RBAC_KINDS]  # fmt: skip
+    for doc in documents:
+        meta = doc["metadata"]
+        meta["name"] = f"{meta['name']}-{suffix}"
+        if "namespace" in meta:
+            meta["namespace"] = namespaces.get(meta["namespace"], meta["namespace"])
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+            for subject in doc["subjects"]:
+                assert subject == {"kind": "ServiceAccount", "name": "sundial",
+                                   "namespace": OPERATOR_NAMESPACE}  # fmt: skip
+                subject["name"] = account
+    return documents
+
+
 def audit_events(path: Path) -> list[dict[str, Any]]:
     """The apiserver's audit log (the stack's "writes" policy), oldest first."""
     if not path.exists():

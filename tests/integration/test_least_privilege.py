@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from localstack import LocalStack
 from support import (
     OPERATOR_NAMESPACE,
-    REPO,
     Kubectl,
     OperatorProcess,
     TemporalSide,
@@ -23,8 +21,8 @@ from support import (
     eventually,
     in_shard,
     kubernetes_scheduledjob,
+    namespaced_overlay_rbac,
     ready,
-    rendered,
     service_account_kubeconfig,
     sj_status,
     temporal_scheduledjob,
@@ -40,27 +38,6 @@ WATCHED = ("lp-team-a", "lp-team-b")
 OUTSIDE = "lp-outside"
 # The overlay's example namespaces, and what this test puts in their place.
 RENAMED = {"team-a": WATCHED[0], "team-b": WATCHED[1]}
-RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
-
-
-def overlay_rbac_for(kubectl: Kubectl) -> list[dict[str, Any]]:
-    """The namespaced overlay's RBAC, verbatim but for names: bound to this test's own
-    ServiceAccount (the cluster-wide overlay may have bound `sundial` more widely), in
-    this test's namespaces."""
-    documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
-                 if d["kind"] in RBAC_KINDS]  # fmt: skip
-    for doc in documents:
-        meta = doc["metadata"]
-        meta["name"] = f"{meta['name']}-lp"
-        if "namespace" in meta:
-            meta["namespace"] = RENAMED.get(meta["namespace"], meta["namespace"])
-        if "roleRef" in doc:
-            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-lp"
-            for subject in doc["subjects"]:
-                assert subject == {"kind": "ServiceAccount", "name": "sundial",
-                                   "namespace": OPERATOR_NAMESPACE}  # fmt: skip
-                subject["name"] = ACCOUNT
-    return documents
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +50,8 @@ def least_privileged(
     for ns in (*WATCHED, OUTSIDE):
         kubectl.run("create", "namespace", ns)
     kubectl.run("create", "serviceaccount", ACCOUNT, "-n", OPERATOR_NAMESPACE)
-    documents = overlay_rbac_for(kubectl)
+    documents = namespaced_overlay_rbac(kubectl, suffix="lp", namespaces=RENAMED,
+                                        account=ACCOUNT)  # fmt: skip
     kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
     config = service_account_kubeconfig(kubectl, stack.apiserver_url, stack.pki.ca_cert,
                                         tmp_path_factory.mktemp("lp") / "kubeconfig",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from temporalio.client import ScheduleDescription
@@ -17,14 +16,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from localstack import LocalStack
 from support import (
     OPERATOR_NAMESPACE,
-    REPO,
     Kubectl,
     OperatorProcess,
     TemporalSide,
     eventually,
     in_shard,
+    namespaced_overlay_rbac,
     ready,
-    rendered,
     service_account_kubeconfig,
     temporal_connection,
     temporal_scheduledjob,
@@ -38,26 +36,6 @@ SHARD = "namespace-deletion"
 DOOMED, KEPT = "nd-doomed", "nd-kept"
 # The overlay's example namespaces, and what this test puts in their place.
 RENAMED = {"team-a": DOOMED, "team-b": KEPT}
-RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
-
-
-def overlay_rbac(kubectl: Kubectl) -> list[dict[str, Any]]:
-    """The namespaced overlay's RBAC, verbatim but for names: bound to this test's own
-    ServiceAccount, in this test's namespaces (as test_least_privilege.py does)."""
-    documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
-                 if d["kind"] in RBAC_KINDS]  # fmt: skip
-    for doc in documents:
-        meta = doc["metadata"]
-        meta["name"] = f"{meta['name']}-nd"
-        if "namespace" in meta:
-            meta["namespace"] = RENAMED.get(meta["namespace"], meta["namespace"])
-        if "roleRef" in doc:
-            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-nd"
-            for subject in doc["subjects"]:
-                assert subject == {"kind": "ServiceAccount", "name": "sundial",
-                                   "namespace": OPERATOR_NAMESPACE}  # fmt: skip
-                subject["name"] = ACCOUNT
-    return documents
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +48,8 @@ def namespaced_operator(
     for ns in (DOOMED, KEPT):
         kubectl.run("create", "namespace", ns)
     kubectl.run("create", "serviceaccount", ACCOUNT, "-n", OPERATOR_NAMESPACE)
-    documents = overlay_rbac(kubectl)
+    documents = namespaced_overlay_rbac(kubectl, suffix="nd", namespaces=RENAMED,
+                                        account=ACCOUNT)  # fmt: skip
     kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
     config = service_account_kubeconfig(kubectl, stack.apiserver_url, stack.pki.ca_cert,
                                         tmp_path_factory.mktemp("nd") / "kubeconfig",
