@@ -131,8 +131,9 @@ def test_changing_the_connection_moves_the_schedule_and_leaves_none_behind(
     namespace: str,
     second_temporal_namespace: str,
 ) -> None:
-    """Item 1: the schedule made over the old connection (another Temporal namespace) is
-    deleted over that connection before the new one is made; the finalizer leaves none."""
+    """Item 1: the schedule moves from the old connection (another Temporal namespace) to
+    the new one: made there paused, the old one deleted over its own connection, the new
+    one unpaused; the finalizer leaves none."""
     kubectl.apply(
         temporal_connection(
             "second", namespace, address=temporal.address, namespace=second_temporal_namespace
