@@ -3,6 +3,7 @@ conditions built from them (status.py). Pure: `now` is passed in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -301,3 +302,38 @@ def test_an_ended_runs_record_is_final() -> None:
     again = run_history(status, [job_run(job(0, ok=True))], Limits(), at(3), complete=True)
     assert again.recent_runs[0].duration_seconds == 4.0
     assert again.newly_finished == []
+
+
+def test_a_run_now_that_waited_by_the_policy_is_late_only_by_its_own_start() -> None:
+    """Issue 25, item 17: under Forbid a run now waits while a run is going. Received at
+    10:01:00 while the slot's run of 10:00 went on until 10:03:00, its Job started at
+    10:03:04: it could start at 10:03:00, and was 4 s late, not 124 s (the wait is the
+    policy at work). Without a wait (Allow, or nothing running) it is late from when it was
+    received."""
+    slot_run = job(0, ok=True, took=178)  # 10:00:02 to 10:03:00
+    requested = ObservedRun(
+        scheduled_time=at(1), result="Running", start_time=at(3, 4), job_name="nightly-r1",
+        requested="RunNow/deploy-1",
+    )  # fmt: skip
+
+    def delay(spec: dict[str, Any], runs: list[ObservedRun]) -> tuple[float | None, bool | None]:
+        history = run_history(ScheduledJobStatus(), runs, limits(sj(**spec).spec), at(4),
+                              complete=True)  # fmt: skip
+        listed = next(r for r in history.recent_runs if r.requested == "RunNow/deploy-1")
+        return listed.start_delay_seconds, listed.late
+
+    assert delay({"concurrencyPolicy": "Forbid"}, [job_run(slot_run), requested]) == (4.0, None)
+    assert delay({"concurrencyPolicy": "Replace"}, [job_run(slot_run), requested]) == (4.0, None)
+    # Allow: it never waits, so a slow start is its own.
+    assert delay({"concurrencyPolicy": "Allow"}, [job_run(slot_run), requested]) == (124.0, True)
+    # Nothing ended while it waited: late from its request.
+    assert delay({"concurrencyPolicy": "Forbid"}, [requested]) == (124.0, True)
+    # Once its run is listed, a later pass (the Job that ran before gone) keeps the figure.
+    forbid = limits(sj(concurrencyPolicy="Forbid").spec)
+    history = run_history(ScheduledJobStatus(), [job_run(slot_run), requested], forbid, at(4),
+                          complete=True)  # fmt: skip
+    status = ScheduledJobStatus(recent_runs=history.recent_runs)
+    ended = replace(requested, result="Succeeded", completion_time=at(3, 9))
+    later = run_history(status, [ended], forbid, at(5), complete=True)
+    listed = next(r for r in later.recent_runs if r.requested == "RunNow/deploy-1")
+    assert (listed.start_delay_seconds, listed.late) == (4.0, None)

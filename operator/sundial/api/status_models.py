@@ -80,7 +80,9 @@ class RecentRun(ApiModel):
         default=None, description="completionTime - startTime, once it ended."
     )
     start_delay_seconds: float | None = Field(
-        default=None, description="startTime - scheduledTime."
+        default=None,
+        description="startTime - scheduledTime; for a run now that waited for a running "
+        "run (concurrencyPolicy other than Allow), from when that run ended.",
     )
     late: bool | None = Field(
         default=None, description="True when startDelay exceeded monitoring.startGrace."

@@ -57,6 +57,9 @@ class Limits:
     failure_threshold: int = 1
     recovery_threshold: int = 1
     recent_runs: int = 10
+    # A run now waits while a run is going (concurrencyPolicy other than Allow, as the
+    # default Forbid): its lateness counts from when it could start, not from the request.
+    run_now_waits: bool = True
 
 
 def limits(spec: ScheduledJobSpec) -> Limits:
@@ -75,6 +78,7 @@ def limits(spec: ScheduledJobSpec) -> Limits:
         failure_threshold=monitoring.failure_threshold,
         recovery_threshold=monitoring.recovery_threshold,
         recent_runs=monitoring.recent_runs_limit,
+        run_now_waits=spec.concurrency_policy != "Allow",
     )
 
 
@@ -105,15 +109,18 @@ def is_finished(run: RecentRun) -> bool:
     return run.completion_time is not None or run.result in ("Unknown", "Cancelled", "Terminated")
 
 
-def record(observed: ObservedRun, limits: Limits, now: datetime) -> RecentRun:
-    """The status entry of an observed run: durations, lateness, and TimedOut once it ran
-    (or has been running) longer than maxRunDuration."""
+def record(
+    observed: ObservedRun, limits: Limits, now: datetime, ready: datetime | None = None
+) -> RecentRun:
+    """The status entry of an observed run: durations, lateness (from `ready`, when it
+    could start, by default its slot), and TimedOut once it ran (or has been running)
+    longer than maxRunDuration."""
     start, end = observed.start_time, observed.completion_time
     result, reason, message = observed.result, observed.reason, observed.message
     backfilled = (observed.requested or "").startswith("Backfill/")
     # A backfilled run starts long after its slot by design: never late.
     delay = (
-        (start - observed.scheduled_time).total_seconds()
+        (start - (ready or observed.scheduled_time)).total_seconds()
         if start is not None and not backfilled
         else None
     )
@@ -155,11 +162,13 @@ def run_history(
     temporal backend looks runs up within a budget, so what it did not look up stays."""
     before = {run_key(run): run for run in previous.recent_runs}
     runs = dict(before)
+    ends = [run.completion_time for run in previous.recent_runs if run.completion_time]
+    ends += [run.completion_time for run in observed if run.completion_time]
     for seen in observed:
         key = run_key(seen)
         if key in before and is_finished(before[key]):
             continue  # an ended run's record is final (its times may be its Pods')
-        runs[key] = record(seen, limits, now)
+        runs[key] = record(seen, limits, now, ready=could_start(seen, ends, limits))
     observed_keys = {run_key(seen) for seen in observed}
     if complete:
         for key, run in before.items():
@@ -226,6 +235,18 @@ def run_history(
         wake_at=min(wakes, default=None),
         observed_jobs=frozenset(seen.job_name for seen in observed if seen.job_name),
     )
+
+
+def could_start(run: ObservedRun, ends: list[datetime], limits: Limits) -> datetime:
+    """When the run could start: its slot (a run now's is when the request was received),
+    or, for a run now that waited by the concurrency policy, when the run it waited for
+    ended: the latest end of another run between the request and its start."""
+    if not limits.run_now_waits or run.start_time is None:
+        return run.scheduled_time
+    if not (run.requested or "").startswith("RunNow/"):
+        return run.scheduled_time
+    waited = [end for end in ends if run.scheduled_time < end <= run.start_time]
+    return max(waited, default=run.scheduled_time)
 
 
 def _after(run: RecentRun, counted_until: datetime | None, *, listed: bool) -> bool:
