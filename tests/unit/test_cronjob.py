@@ -262,3 +262,48 @@ def test_the_controllers_record_of_creates_and_completions_each_in_an_event_of_i
     )
     assert folded.created is None
     assert slot(29412249) in folded.named
+
+
+def test_a_refused_create_is_no_evidence_that_its_slot_ran() -> None:
+    """The CronJob controller's FailedCreate ("Error creating job: %v", the apiserver's
+    refusal, which names the Job it did not make) is no run: only the messages of the
+    Events that prove a Job was made name a slot that ran. The formats are the
+    controller's (k8s.io/kubernetes pkg/controller/cronjob/cronjob_controllerv2.go)."""
+    from datetime import UTC, datetime
+
+    from sundial.planning.cronjob import controller_events, slots_in_controller_events
+
+    def slot(minutes: int) -> datetime:
+        return datetime.fromtimestamp(minutes * 60, UTC)
+
+    refused = [
+        # A ValidatingAdmissionPolicy, a ResourceQuota, a webhook, a namespace's admission.
+        'Error creating job: jobs.batch "invoices-29412250" is forbidden: '
+        "ValidatingAdmissionPolicy 'deny-jobs' with binding 'deny-jobs' denied request: "
+        "failed expression: false",
+        'Error creating job: jobs.batch "invoices-29412251" is forbidden: exceeded quota: '
+        "jobs, requested: count/jobs.batch=1, used: count/jobs.batch=2, "
+        "limited: count/jobs.batch=2",
+        'Error creating job: admission webhook "jobs.example.com" denied the request: '
+        'jobs.batch "invoices-29412252" is not allowed',
+        "(combined from similar events): Error creating job: jobs.batch "
+        '"invoices-29412253" is forbidden: exceeded quota: jobs',
+        # Named but not proof of a create: a delete that failed, a Job it did not make.
+        'Deleted job: jobs.batch "invoices-29412254" not found',
+        "Saw a job that the controller did not create or forgot: invoices-29412255",
+        "Missed scheduled time to start a job: Sun, 06 Dec 2026 03:00:00 +0000",
+        "Not starting job because prior execution is running and concurrency policy is Forbid",
+    ]
+    made = [
+        "Created job invoices-29412245",
+        "Saw completed job: invoices-29412246, condition: Complete",
+        "Deleted job invoices-29412240",
+        "Active job went missing: invoices-29412241",
+        "(combined from similar events): Created job invoices-29412249",
+    ]
+    expected = {slot(m) for m in (29412245, 29412246, 29412240, 29412241, 29412249)}
+    assert slots_in_controller_events("invoices", refused + made) == expected
+    said = controller_events("invoices", refused + made)
+    assert said.named == expected
+    assert said.created is None  # creates combined, as before
+    assert controller_events("invoices", refused).named == frozenset()

@@ -43,16 +43,20 @@ def slot_from_job_name(cronjob: str, job_name: str) -> datetime | None:
 
 
 def slots_in_controller_events(cronjob: str, messages: list[str]) -> set[datetime]:
-    """Slots named by the CronJob controller's Events (SuccessfulCreate "Created job X",
-    SawCompletedJob, SuccessfulDelete "Deleted job X"): evidence that a run was started
-    even when its Job is gone."""
-    pattern = re.compile(rf"(?<![\w.-]){re.escape(cronjob)}-(\d+)(?![\w.-])")
+    """Slots named by the CronJob controller's Events that prove their Job was made:
+    SuccessfulCreate "Created job X", SawCompletedJob "Saw completed job: X, condition: C",
+    SuccessfulDelete "Deleted job X" and MissingJob "Active job went missing: X" (a Job
+    in its active list): evidence that a run was started even when its Job is gone. Each
+    is read by its exact format, the whole message, so an Event that names a Job it did
+    not make is none: FailedCreate "Error creating job: <the apiserver's refusal>" (an
+    admission policy, a quota, a webhook; the refusal names the Job), FailedDelete
+    "Deleted job: <error>", UnexpectedJob (a Job it did not create, or forgot)."""
     found: set[datetime] = set()
     for message in messages:
-        for match in pattern.finditer(message):
-            slot = slot_from_job_name(cronjob, match.group(0))
-            if slot is not None:
-                found.add(slot)
+        match = _JOB_MADE.fullmatch(message.removeprefix(COMBINED_PREFIX))
+        slot = slot_from_job_name(cronjob, match.group("job")) if match else None
+        if slot is not None:
+            found.add(slot)
     return found
 
 
@@ -62,6 +66,12 @@ COMBINED_PREFIX = "(combined from similar events): "
 CREATED_PREFIX = "Created job "
 COMPLETED_PREFIX = "Saw completed job: "
 OVERLAP_SKIP_MESSAGE = "Not starting job because prior execution is running"
+# The messages of the Events that prove a Job was made, each naming it (a Job's name is a
+# DNS subdomain: no spaces, no commas).
+_JOB_MADE = re.compile(
+    r"(?:Created job |Saw completed job: |Deleted job |Active job went missing: )"
+    r"(?P<job>[a-z0-9][a-z0-9.-]*)(?:, condition: \S+)?"
+)
 
 
 @dataclass(frozen=True)
