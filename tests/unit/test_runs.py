@@ -11,6 +11,7 @@ from sundial.api.models import ScheduledJob, ScheduledJobStatus
 from sundial.planning import status as st
 from sundial.planning.missed import JobRecord
 from sundial.planning.runs import (
+    MAX_COUNTED_RUNS,
     Limits,
     ObservedRun,
     RunHistory,
@@ -78,6 +79,8 @@ def passes(
                 "consecutive_successes": history.consecutive_successes,
                 "last_successful_time": history.last_successful_time,
                 "last_failed_time": history.last_failed_time,
+                "counted_runs": history.counted_runs,
+                "counted_since": history.counted_since,
             }
         )
     return status, histories
@@ -154,6 +157,46 @@ def test_an_old_job_that_fell_off_the_list_is_not_counted_again() -> None:
     )  # fmt: skip
     assert [len(h.newly_finished) for h in histories] == [1, 1, 0]
     assert (status.consecutive_failures, status.consecutive_successes) == (0, 1)
+
+
+def test_a_run_that_ended_before_one_already_counted_is_still_counted_once() -> None:
+    # Under Allow runs end out of order: minute 1's Job (5 s) is seen ended first, then
+    # minute 0's (a long one that ended before it) shows up ended in a later pass, off
+    # the list (recentRunsLimit 1). It was never counted: it counts, once.
+    long_one = job(0, ok=False, took=60)  # ended at 01:02
+    late_seen = job(1, ok=True, took=65)  # ended at 02:07
+    status, histories = passes(
+        [[late_seen], [long_one, late_seen], [long_one, late_seen], [long_one]],
+        Limits(recent_runs=1),
+    )
+    assert [len(h.newly_finished) for h in histories] == [1, 1, 0, 0]
+    assert (status.consecutive_failures, status.consecutive_successes) == (1, 0)
+    assert status.last_failed_time == at(1, 2)
+    assert status.last_successful_time == at(2, 7)
+
+
+def test_the_counted_runs_memory_is_bounded_and_its_floor_keeps_old_ends_counted() -> None:
+    # Sixty runs seen in one pass, sixty more in the next: each counts once, the memory
+    # keeps the latest ends only, and a run ending at or before what it let go is old news.
+    first = [job(minute, ok=True) for minute in range(60)]
+    both = first + [job(minute, ok=True) for minute in range(60, 120)]
+    status, histories = passes([first, both, both], Limits(recent_runs=3))
+    assert [len(h.newly_finished) for h in histories] == [60, 60, 0]
+    assert status.consecutive_successes == 120
+    assert len(status.counted_runs) == MAX_COUNTED_RUNS
+    assert status.counted_since == job(119 - MAX_COUNTED_RUNS, ok=True).finished_at
+
+
+def test_a_status_from_before_the_counted_runs_memory_keeps_the_watermark() -> None:
+    # Written by an older operator: no countedRuns; a Job ended before the watermark and
+    # not listed was counted then (the old rule), and is not counted again.
+    status, _ = passes([[job(0, ok=False)], [job(0, ok=False), job(1, ok=True)]],
+                       Limits(recent_runs=1))  # fmt: skip
+    legacy = status.model_copy(update={"counted_runs": [], "counted_since": None})
+    history = run_history(legacy, [job_run(job(0, ok=False)), job_run(job(1, ok=True))],
+                          Limits(recent_runs=1), at(20), complete=True)  # fmt: skip
+    assert history.newly_finished == []
+    assert history.counted_since == status.last_successful_time
 
 
 def test_a_listed_run_whose_job_vanished_unseen_is_unknown_not_guessed() -> None:

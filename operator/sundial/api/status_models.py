@@ -150,6 +150,13 @@ class RunAccounting(ApiModel):
     )
 
 
+class CountedRun(ApiModel):
+    """An ended run already counted: its Job, or its workflow id, and when it ended."""
+
+    name: str
+    ended: datetime
+
+
 class ScheduledJobStatus(ApiModel):
     # Status written by an older operator may hold fields this one no longer knows.
     model_config = ConfigDict(extra="ignore")
@@ -183,6 +190,18 @@ class ScheduledJobStatus(ApiModel):
     )
     recent_runs: list[RecentRun] = Field(
         default_factory=list, max_length=50, description="The latest runs, newest first."
+    )
+    counted_runs: list[CountedRun] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Bookkeeping: the ended runs counted (lastSuccessfulTime, "
+        "lastFailedTime, the streaks), those with the latest ends, so a run that ended "
+        "before one already counted is still counted, once.",
+    )
+    counted_since: datetime | None = Field(
+        default=None,
+        description="Bookkeeping: a run that ended at or before this and is not among "
+        "countedRuns was counted before countedRuns kept it.",
     )
     requests: list[RequestStatus] = Field(
         default_factory=list,

@@ -5,9 +5,11 @@ The backends say what their runs look like now (`ObservedRun`: the Jobs in the w
 the workflow executions a schedule started); `run_history` merges that with the runs the
 previous status listed, so a run stays listed after its Job or execution is gone, and moves
 the streak counters by the runs that ended since the last pass. A run is counted once: when
-it is seen ended and its end is after every end counted before (lastSuccessfulTime,
-lastFailedTime), or it is one of the ends already listed. docs/monitoring.md has the
-definitions for users.
+it is seen ended and it is not among the runs counted before (status.countedRuns, the
+MAX_COUNTED_RUNS latest ends, and the ended runs listed), whatever order runs end in; a run
+that ended at or before countedSince (the latest end the bounded memory let go, or the old
+watermark lastSuccessfulTime/lastFailedTime for a status written before countedRuns) is old
+news. docs/monitoring.md has the definitions for users.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sundial.api.models import (
+    CountedRun,
     MonitoringSpec,
     RecentRun,
     RunResult,
@@ -30,6 +33,9 @@ DEFAULT_START_GRACE = timedelta(seconds=60)
 MAX_RUN_DURATION_EXCEEDED = "MaxRunDurationExceeded"
 FAILED_RESULTS: frozenset[RunResult] = frozenset({"Failed", "TimedOut"})
 MESSAGE_LIMIT = 1024
+# Ended runs remembered as counted: more than a backend shows again (the Jobs the history
+# limits keep and the watch cache's departed ones; a schedule's listed executions).
+MAX_COUNTED_RUNS = 100
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,10 @@ class RunHistory:
     wake_at: datetime | None = None
     # The Jobs this history was built from: once it is written, deleted ones can go.
     observed_jobs: frozenset[str] = frozenset()
+    # The runs counted (status.countedRuns), latest ends first, and the end at or before
+    # which a run not among them is taken as counted (status.countedSince).
+    counted_runs: list[CountedRun] = field(default_factory=list)
+    counted_since: datetime | None = None
 
 
 def run_key(run: RecentRun | ObservedRun) -> str:
@@ -180,17 +190,22 @@ def run_history(
                         "message": "its Job was gone before Sundial saw it end",
                     }
                 )
-    counted_until = max(
-        (t for t in (previous.last_successful_time, previous.last_failed_time) if t),
-        default=None,
+    counted = {run.name for run in previous.counted_runs}
+    counted |= {key for key, run in before.items() if is_finished(run)}
+    # A status written before countedRuns: the old watermark, the latest end counted.
+    counted_since = (
+        previous.counted_since
+        if previous.counted_runs
+        else max(
+            (t for t in (previous.last_successful_time, previous.last_failed_time) if t),
+            default=None,
+        )
     )
     newly_finished = sorted(
         (
             run
             for key, run in runs.items()
-            if is_finished(run)
-            and not (key in before and is_finished(before[key]))
-            and _after(run, counted_until, listed=key in before)
+            if is_finished(run) and key not in counted and _after(run, counted_since)
         ),
         key=lambda run: run.completion_time or now,
     )
@@ -209,8 +224,10 @@ def run_history(
         for key, run in runs.items()
         if run.start_time is not None
         and (key not in before or before[key].start_time is None)
-        and _after(run, counted_until, listed=key in before)
+        and key not in counted
+        and _after(run, counted_since)
     ]
+    counted_runs, counted_since = _remember(previous, newly_finished, counted_since)
     ordered = sorted(runs.values(), key=lambda run: (run.scheduled_time, run_key(run)))
     ordered.reverse()
     going = [run for run in ordered if not is_finished(run)]
@@ -234,7 +251,27 @@ def run_history(
         running=len(going),
         wake_at=min(wakes, default=None),
         observed_jobs=frozenset(seen.job_name for seen in observed if seen.job_name),
+        counted_runs=counted_runs,
+        counted_since=counted_since,
     )
+
+
+def _remember(
+    previous: ScheduledJobStatus,
+    newly_finished: list[RecentRun],
+    counted_since: datetime | None,
+) -> tuple[list[CountedRun], datetime | None]:
+    """The counted runs to remember: the MAX_COUNTED_RUNS latest ends, latest first; the
+    ends let go raise countedSince, so a run ending no later than them stays old news."""
+    ends = {run.name: run.ended for run in previous.counted_runs}
+    for run in [*previous.recent_runs, *newly_finished]:
+        if is_finished(run) and run.completion_time is not None:
+            ends.setdefault(run_key(run), run.completion_time)
+    ordered = sorted(ends.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    kept, let_go = ordered[:MAX_COUNTED_RUNS], ordered[MAX_COUNTED_RUNS:]
+    if let_go:
+        counted_since = _later(counted_since, let_go[0][1])
+    return [CountedRun(name=name, ended=ended) for name, ended in kept], counted_since
 
 
 def could_start(run: ObservedRun, ends: list[datetime], limits: Limits) -> datetime:
@@ -249,14 +286,13 @@ def could_start(run: ObservedRun, ends: list[datetime], limits: Limits) -> datet
     return max(waited, default=run.scheduled_time)
 
 
-def _after(run: RecentRun, counted_until: datetime | None, *, listed: bool) -> bool:
-    """Not counted before: a run ended after every counted end (or at the same moment and
-    still listed), or one still going. Older ends (a Job kept by the history limits that
-    fell off the list) were counted when they happened."""
-    moment = run.completion_time or run.start_time
-    if counted_until is None or moment is None or run.completion_time is None:
+def _after(run: RecentRun, counted_since: datetime | None) -> bool:
+    """Not old news: a run still going, or one that ended after countedSince. Older ends
+    not remembered (a Job kept by the history limits whose name the bounded memory let
+    go) were counted when they happened."""
+    if counted_since is None or run.completion_time is None:
         return True
-    return moment > counted_until or (moment == counted_until and listed)
+    return run.completion_time > counted_since
 
 
 def _later(a: datetime | None, b: datetime | None) -> datetime | None:

@@ -333,6 +333,8 @@ def _ready_status(
         last_result=last_result(sj, history.recent_runs),
         last_successful_time=history.last_successful_time,
         last_failed_time=history.last_failed_time,
+        counted_runs=history.counted_runs,
+        counted_since=history.counted_since,
         consecutive_failures=history.consecutive_failures,
         consecutive_successes=history.consecutive_successes,
         requests=previous.requests,  # moved on by the pass's requests (reconcile)
