@@ -26,6 +26,7 @@ from temporalio.client import (
     ScheduleUpdateInput,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from sundial.workqueue import Retry
@@ -528,6 +529,31 @@ class Temporal:
             failure_message=failure_message,
         )
 
+    async def list_runs(
+        self, connection: Connection, schedule_id: str, since: datetime | None, limit: int
+    ) -> list[ListedRun]:
+        """The executions a schedule started (visibility: TemporalScheduledById), those
+        started at or after `since`, at most `limit`, newest first. One request per page;
+        visibility is eventually consistent, so a later pass may show more."""
+        query = f"TemporalScheduledById = '{_quoted(schedule_id)}'"
+        if since is not None:
+            query += f" AND StartTime >= '{since.astimezone(UTC).isoformat()}'"
+        runs: list[ListedRun] = []
+        async with self._call(
+            connection, "ListWorkflowExecutions", "list the schedule's workflows"
+        ) as client:
+            async for execution in client.list_workflows(
+                query, page_size=min(limit, 1000), limit=limit, rpc_timeout=RPC_TIMEOUT
+            ):
+                scheduled = execution.typed_search_attributes.get(SCHEDULED_START_TIME)
+                runs.append(ListedRun(
+                    workflow_id=execution.id, run_id=execution.run_id,
+                    status=execution.status.name if execution.status else "RUNNING",
+                    scheduled_time=scheduled or execution.start_time,
+                    start_time=execution.start_time, close_time=execution.close_time,
+                ))  # fmt: skip
+        return runs
+
     async def _failure(self, connection: Connection, workflow_id: str) -> tuple[str, str]:
         async with self._call(
             connection, "GetWorkflowExecutionHistory", "read the workflow's close event"
@@ -591,6 +617,26 @@ class RunLookup:
     close_time: datetime | None
     failure_type: str | None = None
     failure_message: str | None = None
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """An execution a schedule started, as the visibility listing shows it."""
+
+    workflow_id: str
+    run_id: str
+    status: str
+    scheduled_time: datetime
+    start_time: datetime | None
+    close_time: datetime | None
+
+
+# The search attribute Temporal sets on a scheduled execution: the slot it was for.
+SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _camel(kind: str) -> str:

@@ -64,7 +64,7 @@ from sundial.temporal import (
     description_digest,
     schedule_fingerprint,
 )
-from sundial.temporal_runs import handle_requests, observe_runs
+from sundial.temporal_runs import handle_requests, observe_all_runs
 from sundial.temporal_watch import ScheduleWatch
 from sundial.workqueue import Retry
 
@@ -256,14 +256,14 @@ class TemporalBackend:
         runs recorded, its state; the spec hash and fingerprint of Sundial's last write
         stay as they were (the schedule was not written)."""
         judgement = self._judge(sj, timetable(sj.spec), description, now)
-        runs = await observe_runs(self.temporal, sj, connection, description)
+        runs, seen_actions = await observe_all_runs(self.temporal, sj, connection, description)
         history = run_history(sj.status, runs, limits(sj.spec), now, complete=False)
         status = st.temporal_status(
             sj, description, judgement, history, ref=ref,
             spec_hash=sj.status.spec_hash or "",
             fingerprint=sj.status.backend_fingerprint or schedule_fingerprint(description),
             now=now,
-        )  # fmt: skip
+        ).model_copy(update={"seen_actions": seen_actions})  # fmt: skip
         requeue = temporal_requeue(
             status.next_run_times, jitter(sj.spec), now, self.config.temporal_resync_seconds
         )
@@ -331,7 +331,9 @@ class TemporalBackend:
         except TemporalRejected as error:
             raise SpecProblem(error.reason, str(error)) from None
         judgement = self._judge(sj, table, description, now)
-        observed = await observe_runs(self.temporal, sj, prepared.connection, description)
+        observed, seen_actions = await observe_all_runs(
+            self.temporal, sj, prepared.connection, description
+        )
         history = run_history(sj.status, observed, limits(sj.spec), now, complete=False)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
@@ -350,7 +352,7 @@ class TemporalBackend:
             fingerprint=schedule_fingerprint(description),
             now=now,
             notes=notes,
-        )
+        ).model_copy(update={"seen_actions": seen_actions})
         requeue = temporal_requeue(
             status.next_run_times, jitter(sj.spec), now, self.config.temporal_resync_seconds
         )

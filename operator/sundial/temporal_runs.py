@@ -20,6 +20,54 @@ from sundial.temporal import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejec
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
 # ended runs is worked off over passes, within the request budget.
 MAX_RUN_LOOKUPS = 10
+# Executions listed per pass when more actions were taken than describe's recent actions
+# hold (a backfill, a burst): the schedule's own listing, one request per page.
+MAX_LISTED_RUNS = 200
+
+
+async def observe_all_runs(
+    temporal: Temporal, sj: ScheduledJob, connection: Connection, description: ScheduleDescription
+) -> tuple[list[ObservedRun], int]:
+    """observe_runs, and the runs of actions that fell off describe's recent actions since
+    the last pass (info.num_actions moved by more than they hold): those come from the
+    schedule's own execution listing, from the latest start status knows. Returns the
+    action count now seen (status.seenActions); it stays where it was while a listed
+    run is still going, so the next pass lists again until it has ended."""
+    observed = await observe_runs(temporal, sj, connection, description)
+    info = description.info
+    seen = sj.status.seen_actions or 0
+    if info.num_actions - seen <= len(info.recent_actions):
+        return observed, info.num_actions
+    # Anything started since the latest start status knows (the earliest, while a listed
+    # run is still going: it may be among them).
+    starts = [r.start_time for r in sj.status.recent_runs if r.start_time is not None]
+    going_before = any(not is_finished(r) for r in sj.status.recent_runs)
+    since = (min if going_before else max)(starts, default=None)
+    listed = await temporal.list_runs(connection, description.id, since, MAX_LISTED_RUNS)
+    settled = {r.workflow_id for r in sj.status.recent_runs if r.workflow_id and is_finished(r)}
+    settled |= {run.name for run in sj.status.counted_runs}
+    settled |= {run.workflow_id for run in observed if run.workflow_id}
+    going = False
+    for run in listed:
+        if run.workflow_id in settled:
+            continue
+        settled.add(run.workflow_id)
+        if run.status in ("RUNNING", "CONTINUED_AS_NEW"):
+            going = True
+            continue  # listed again, ended, by a later pass
+        failure_type = failure_message = None
+        if run.status == "FAILED":
+            found = await temporal.look_up_run(connection, run.workflow_id)
+            if found is not None:
+                failure_type, failure_message = found.failure_type, found.failure_message
+        requested = rq.backfill_of(sj.status.requests, run.scheduled_time,
+                                   run.start_time or run.scheduled_time)  # fmt: skip
+        observed.append(replace(workflow_run(
+            run.workflow_id, run.scheduled_time, status=run.status, run_id=run.run_id,
+            start_time=run.start_time, close_time=run.close_time,
+            failure_type=failure_type, failure_message=failure_message,
+        ), requested=requested))  # fmt: skip
+    return observed, (sj.status.seen_actions or 0) if going else info.num_actions
 
 
 async def observe_runs(

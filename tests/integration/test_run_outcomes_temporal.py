@@ -5,11 +5,17 @@ manifest flipped from kubernetes to temporal keeping its monitoring fields."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionDescription
+from temporalio.client import (
+    ScheduleBackfill,
+    ScheduleOverlapPolicy,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+)
 
 from support import (
     Kubectl,
@@ -178,3 +184,52 @@ def test_a_run_temporal_never_follows_is_looked_up_and_its_end_recorded(
         timeout=90,
         what="the run's end in recentRuns",
     )
+
+
+@pytest.mark.timeout(600)
+def test_every_run_of_a_backfill_is_counted_as_temporals_listing_shows(
+    kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
+) -> None:
+    """A backfill of 15 slots under Allow: the schedule's describe shows only its 10 most
+    recent actions, yet every execution Temporal lists for the schedule is counted once
+    (runs_total, consecutiveSuccesses), no more, no fewer (issue 25, item 11)."""
+    temporal.ensure_worker()
+    kubectl.apply(scheduledjob("filled", namespace, schedule="0 * * * *",
+                               concurrencyPolicy="Allow"))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "filled", namespace).get("conditions"), what="status")
+    schedule_id = f"sundial/{namespace}/filled"
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    backfill = ScheduleBackfill(
+        start_at=now - timedelta(hours=15, minutes=30),
+        end_at=now - timedelta(minutes=30),
+        overlap=ScheduleOverlapPolicy.ALLOW_ALL,
+    )
+    temporal.run(lambda: temporal.client.get_schedule_handle(schedule_id).backfill(backfill))
+
+    async def closed() -> list[WorkflowExecution]:
+        query = f"TemporalScheduledById = '{schedule_id}' AND ExecutionStatus != 'Running'"
+        return [execution async for execution in temporal.client.list_workflows(query)]
+
+    # Ground truth: Temporal's own listing of the schedule's executions, all 15 ended.
+    def all_closed() -> list[WorkflowExecution] | None:
+        runs = temporal.run(closed)
+        return runs if len(runs) == 15 else None
+
+    listed = eventually(all_closed, timeout=120, what="Temporal lists the 15 ended executions")
+    assert {run.status.name if run.status else None for run in listed} == {"COMPLETED"}
+    labels = {"namespace": namespace, "backend": "temporal"}
+
+    def counted() -> tuple[float, int | None]:
+        metrics = scrape(operator.metrics_url)
+        total = metrics.get(sample("sundial_runs_total", name="filled", result="Succeeded",
+                                   **labels), 0.0)  # fmt: skip
+        return total, sj_status(kubectl, "filled", namespace).get("consecutiveSuccesses")
+
+    def all_counted() -> bool:
+        value = counted()
+        assert value == (15.0, 15), f"(runs_total, consecutiveSuccesses) = {value}"
+        return True
+
+    eventually(all_counted, timeout=180, what="the 15 runs Temporal lists counted")
+    time.sleep(10)  # a few more passes: nothing counted twice
+    assert counted() == (15.0, 15)

@@ -198,6 +198,11 @@ class ScheduledJobStatus(ApiModel):
         "lastFailedTime, the streaks), those with the latest ends, so a run that ended "
         "before one already counted is still counted, once.",
     )
+    seen_actions: int | None = Field(
+        default=None,
+        description="Bookkeeping (temporal): the schedule's action count whose runs Sundial "
+        "has seen; more actions since than describe's recent actions hold are listed.",
+    )
     counted_since: datetime | None = Field(
         default=None,
         description="Bookkeeping: a run that ended at or before this and is not among "
