@@ -189,12 +189,15 @@ class KubernetesBackend:
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
         run_limits = limits(sj.spec)
-        history = run_history(sj.status, observed, run_limits, now, complete=True)
+        unseen = self.cache.unseen_runs(key)
+        history = run_history(sj.status, observed, run_limits, now, complete=True, unseen=unseen)
         ended = {run.job_name for run in history.newly_finished if run.job_name}
         if ended:
             # Counted once, when first seen ended: then with its Pods' own times.
             observed = await self._with_pod_times(sj.metadata.namespace, observed, ended)
-            history = run_history(sj.status, observed, run_limits, now, complete=True)
+            history = run_history(
+                sj.status, observed, run_limits, now, complete=True, unseen=unseen
+            )
         status = st.kubernetes_status(sj, live, table, judgement, history, now=now, notes=notes)
         # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]

@@ -175,8 +175,9 @@ class Reconciler:
         backend = sj.spec.backend
         self.metrics.runs(key, backend, outcome.new_runs)
         self.metrics.history(key, backend, outcome.history, outcome.status)
-        if outcome.history is not None and outcome.history.observed_jobs:
-            self.cache.forget_departed(key, set(outcome.history.observed_jobs))
+        history = outcome.history
+        if history is not None and (history.observed_jobs or history.unseen_added):
+            self.cache.forget_departed(key, set(history.observed_jobs), unseen=history.unseen_added)
 
     def _with_own_status(self, key: Key, body: dict[str, Any] | None) -> dict[str, Any] | None:
         if body is None:

@@ -207,6 +207,9 @@ class WatchCache:
         self._jobs_by_owner: dict[Key, set[Key]] = defaultdict(set)
         self._seen: dict[Key, set[datetime]] = defaultdict(set)
         self._departed: dict[Key, dict[str, JobRecord]] = defaultdict(dict)
+        # Deleted Jobs let go beyond MAX_DEPARTED_PER_OWNER before a status listed their
+        # runs: runs never seen, stated in status (unseenRuns), never silently dropped.
+        self._unseen: dict[Key, int] = {}
         # When each ended Pod of a Job ran, by Job (namespace, name) and Pod name: the
         # run's times, without listing its Pods (podwatch.py).
         self._pod_spans: dict[Key, dict[str, tuple[datetime, datetime]]] = {}
@@ -230,6 +233,7 @@ class WatchCache:
         self._scheduledjobs.remove(key, _number(resource_version))
         self._seen.pop(key, None)
         self._departed.pop(key, None)
+        self._unseen.pop(key, None)
 
     def put_cronjob(self, obj: dict[str, Any]) -> Key | None:
         owner = owner_key(obj)
@@ -282,6 +286,7 @@ class WatchCache:
             departed[job[1]] = replace(record, deleted=True)
             while len(departed) > MAX_DEPARTED_PER_OWNER:
                 del departed[next(iter(departed))]
+                self._unseen[owner] = self._unseen.get(owner, 0) + 1
         return owner_key(obj)
 
     def put_pod(self, obj: dict[str, Any]) -> None:
@@ -353,10 +358,12 @@ class WatchCache:
         for memory in (self._seen, self._departed):
             for owner in [o for o in memory if o not in self._scheduledjobs.objects]:
                 del memory[owner]
+        for owner in [o for o in self._unseen if o not in self._scheduledjobs.objects]:
+            del self._unseen[owner]
 
     def owners_remembered(self) -> int:
         """Owners with memories beyond their live objects (seen slots, departed Jobs)."""
-        return len(self._seen.keys() | self._departed.keys())
+        return len(self._seen.keys() | self._departed.keys() | self._unseen.keys())
 
     def _remember_slot(self, owner: Key, slot: datetime) -> None:
         slots = self._seen[owner]
@@ -369,8 +376,19 @@ class WatchCache:
         """Jobs seen deleted whose run the status may not list yet, as last seen."""
         return list(self._departed.get(key, {}).values())
 
-    def forget_departed(self, key: Key, names: set[str]) -> None:
-        """These Jobs' runs are in the status the server holds: their records can go."""
+    def unseen_runs(self, key: Key) -> int:
+        """Deleted Jobs let go before a status listed their runs (more than
+        MAX_DEPARTED_PER_OWNER deleted between two passes)."""
+        return self._unseen.get(key, 0)
+
+    def forget_departed(self, key: Key, names: set[str], unseen: int = 0) -> None:
+        """These Jobs' runs, and `unseen` runs let go unseen, are in the status the server
+        holds: their records can go."""
+        left = self._unseen.get(key, 0) - unseen
+        if left > 0:
+            self._unseen[key] = left
+        else:
+            self._unseen.pop(key, None)
         departed = self._departed.get(key)
         if departed:
             for name in names & departed.keys():

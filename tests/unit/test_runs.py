@@ -380,3 +380,11 @@ def test_a_run_now_that_waited_by_the_policy_is_late_only_by_its_own_start() -> 
     later = run_history(status, [ended], forbid, at(5), complete=True)
     listed = next(r for r in later.recent_runs if r.requested == "RunNow/deploy-1")
     assert (listed.start_delay_seconds, listed.late) == (4.0, None)
+
+
+def test_runs_the_backend_could_not_see_are_stated_not_dropped() -> None:
+    # Jobs deleted before a pass read them, beyond what the cache keeps: counted apart.
+    history = run_history(ScheduledJobStatus(unseen_runs=2), [job_run(job(0, ok=True))],
+                          Limits(), at(5), complete=True, unseen=3)  # fmt: skip
+    assert (history.unseen_runs, history.unseen_added) == (5, 3)
+    assert history.consecutive_successes == 1

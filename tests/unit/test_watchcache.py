@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sundial.watchcache import MAX_TOMBSTONES, WatchCache, job_record
+from sundial.watchcache import MAX_DEPARTED_PER_OWNER, MAX_TOMBSTONES, WatchCache, job_record
 
 OWNER = ("shop", "invoices")
 LABELS = {"sundial.dev/scheduledjob": "invoices", "app.kubernetes.io/managed-by": "sundial"}
@@ -266,3 +266,24 @@ def test_nothing_is_kept_for_jobs_deleted_after_their_scheduledjob() -> None:
     cache.put_job(job("orphan-1", "2026-12-02T10:05:00Z"))
     cache.sweep_departed_owners()
     assert cache.owners_remembered() == 0
+
+
+def test_deleted_jobs_beyond_what_is_kept_are_counted_as_unseen_runs() -> None:
+    """Issue 25.11: 16 deleted Jobs are kept per object until the status lists their
+    runs; one more let the oldest go silently. Now each let go is an unseen run, kept
+    until a status written says so."""
+    cache = WatchCache()
+    cache.put_scheduledjob({"metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
+                                         "resourceVersion": "5"}})  # fmt: skip
+    jobs = [job(f"invoices-{n}", f"2026-12-02T10:{n:02}:00Z") for n in range(20)]
+    for each in jobs:
+        cache.put_job(each)
+    for each in jobs:
+        cache.remove_job(each)
+    assert len(cache.departed_jobs(OWNER)) == MAX_DEPARTED_PER_OWNER
+    assert cache.unseen_runs(OWNER) == 20 - MAX_DEPARTED_PER_OWNER
+    kept = {record.name for record in cache.departed_jobs(OWNER)}
+    cache.forget_departed(OWNER, kept, unseen=3)
+    assert cache.unseen_runs(OWNER) == 1
+    cache.forget_departed(OWNER, set(), unseen=1)
+    assert (cache.unseen_runs(OWNER), cache.departed_jobs(OWNER)) == (0, [])

@@ -198,6 +198,12 @@ class ScheduledJobStatus(ApiModel):
         "lastFailedTime, the streaks), those with the latest ends, so a run that ended "
         "before one already counted is still counted, once.",
     )
+    unseen_runs: int | None = Field(
+        default=None,
+        description="Runs that ended unseen: their Jobs were deleted (a TTL, many at once) "
+        "and let go before a pass read them. Not in the streaks, lastSuccessfulTime, "
+        "lastFailedTime or sundial_runs_total: the gap, stated.",
+    )
     seen_actions: int | None = Field(
         default=None,
         description="Bookkeeping (temporal): the schedule's action count whose runs Sundial "

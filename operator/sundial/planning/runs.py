@@ -108,6 +108,9 @@ class RunHistory:
     # which a run not among them is taken as counted (status.countedSince).
     counted_runs: list[CountedRun] = field(default_factory=list)
     counted_since: datetime | None = None
+    # Runs that ended unseen (status.unseenRuns), and how many this pass added.
+    unseen_runs: int = 0
+    unseen_added: int = 0
 
 
 def run_key(run: RecentRun | ObservedRun) -> str:
@@ -164,12 +167,15 @@ def run_history(
     now: datetime,
     *,
     complete: bool,
+    unseen: int = 0,
 ) -> RunHistory:
     """The runs to list, newest first, and the streaks moved by the runs newly ended.
 
     `complete`: `observed` holds every run the backend still knows (the kubernetes watch
     cache); a listed run still going that is not among them ended unseen (Unknown). The
-    temporal backend looks runs up within a budget, so what it did not look up stays."""
+    temporal backend looks runs up within a budget, so what it did not look up stays.
+    `unseen`: runs the backend knows ended but could not see (Jobs deleted and let go
+    before a pass read them): stated in unseenRuns, not in the streaks."""
     before = {run_key(run): run for run in previous.recent_runs}
     runs = dict(before)
     ends = [run.completion_time for run in previous.recent_runs if run.completion_time]
@@ -253,6 +259,8 @@ def run_history(
         observed_jobs=frozenset(seen.job_name for seen in observed if seen.job_name),
         counted_runs=counted_runs,
         counted_since=counted_since,
+        unseen_runs=(previous.unseen_runs or 0) + unseen,
+        unseen_added=unseen,
     )
 
 

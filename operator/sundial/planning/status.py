@@ -335,6 +335,7 @@ def _ready_status(
         last_failed_time=history.last_failed_time,
         counted_runs=history.counted_runs,
         counted_since=history.counted_since,
+        unseen_runs=history.unseen_runs or None,
         consecutive_failures=history.consecutive_failures,
         consecutive_successes=history.consecutive_successes,
         requests=previous.requests,  # moved on by the pass's requests (reconcile)
