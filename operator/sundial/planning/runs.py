@@ -35,7 +35,10 @@ FAILED_RESULTS: frozenset[RunResult] = frozenset({"Failed", "TimedOut"})
 MESSAGE_LIMIT = 1024
 # Ended runs remembered as counted: more than a backend shows again (the Jobs the history
 # limits keep and the watch cache's departed ones; a schedule's listed executions).
-MAX_COUNTED_RUNS = 100
+# Runs end out of order only as deep as they overlap (Allow, a backfill): 32 latest ends
+# cover that, and each entry is status every object carries and every write sends (100 were
+# about 10 KB an object: 50 MB more in the watch cache at 5,000 objects).
+MAX_COUNTED_RUNS = 32
 
 
 @dataclass(frozen=True)
