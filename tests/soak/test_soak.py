@@ -384,8 +384,9 @@ class Soak:
             eventually(lambda: not left(), timeout=120, what="nothing left")
         except AssertionError:
             self.observed.left_behind = left()
-        for namespace in NAMESPACES:
-            self.kubectl.run("delete", "namespace", namespace, "--wait=false")
+        for namespace in NAMESPACES:  # the second one may be gone already
+            self.kubectl.run("delete", "namespace", namespace, "--ignore-not-found",
+                             "--wait=false")  # fmt: skip
 
         def namespaces_left() -> list[str]:
             got = [self.kubectl.run("get", "namespace", n, check=False) for n in NAMESPACES]
