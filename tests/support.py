@@ -552,56 +552,6 @@ def created_by(audit_log: Path, resource: str, namespace: str, user: str) -> lis
     ]
 
 
-class Relay:
-    """A TCP relay to the dev server that can be cut for good: a Temporal that is gone."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
-        self.sockets: list[socket.socket] = []
-        self.gone = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if self.gone:
-                client.close()
-                return
-            upstream = socket.create_connection(self.target)
-            self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self.gone = True
-        # close() alone does not wake a thread blocked in accept(); shutdown() does.
-        with contextlib.suppress(OSError):
-            self.server.shutdown(socket.SHUT_RDWR)
-        self.server.close()
-        for end in self.sockets:
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-            end.close()
-
-
 def their_schedule(temporal: TemporalSide, schedule_id: str) -> None:
     """A schedule made outside Sundial under the id Sundial would use: not its to touch."""
 

@@ -21,11 +21,11 @@ import yaml
 from temporalio.service import RPCError
 
 from argocd_harness import ARGOCD_DIR, CHECK_DIR, HEALTH_KEY, HEALTH_LUA, MODES, evaluate
+from localstack.relay import Relay
 from support import (
     SHARD_LABEL,
     Kubectl,
     OperatorProcess,
-    Relay,
     TemporalSide,
     conditions_of,
     eventually,
@@ -206,7 +206,7 @@ class States:
                                                address=self.relay.address))  # fmt: skip
         ref = {"kind": "TemporalConnection", "name": "going"}
         self.ready_sj(temporal_sj("deleting", self.namespace, temporalConnectionRef=ref))
-        self.relay.cut()
+        self.relay.down()  # gone for good: every connection, new ones too, reset
         self.kubectl.run("delete", "scheduledjob", "deleting", "-n", self.namespace,
                          "--wait=false")  # fmt: skip
         eventually(lambda: with_reason(self.kubectl, "deleting", self.namespace,

@@ -18,10 +18,10 @@ from temporalio.client import Client, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from localstack import LocalStack
+from localstack.relay import Relay
 from support import (
     Kubectl,
     OperatorProcess,
-    Relay,
     TemporalSide,
     consistently,
     eventually,
@@ -505,7 +505,7 @@ def test_the_escape_hatch_lets_a_deletion_finish_when_temporal_is_gone_for_good(
     identity = f"sundial/{namespace}/orphan"
     assert describe_in(temporal, "default", identity) is not None
 
-    relay.cut()
+    relay.down()  # gone for good: every connection, new ones too, reset
     kubectl.run("delete", "scheduledjob", "orphan", "-n", namespace, "--wait=false")
     eventually(
         lambda: _reason(kubectl, "orphan", namespace, "BackendUnavailable"),
