@@ -70,6 +70,15 @@ def operator(stack: LocalStack, crd_installed: None) -> Iterator[OperatorProcess
 
 
 @pytest.fixture
+def stopped_after() -> Iterator[list[OperatorProcess]]:
+    """Operators a test starts (it appends them), stopped however the test ends."""
+    started: list[OperatorProcess] = []
+    yield started
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
 def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, so tests cannot see each other's objects."""
     with fresh_namespace(kubectl, namespace_name(request.node.name)) as name:

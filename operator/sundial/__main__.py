@@ -59,7 +59,7 @@ def main() -> None:
 def _elector(config: OperatorConfig, identity: str) -> LeaderElector:
     return LeaderElector(
         leases=LeaseClient(
-            load_api_client(config.kubeconfig, identity),
+            load_api_client(config.leader_election_kubeconfig or config.kubeconfig, identity),
             timeout=config.lease_duration_seconds / 3,
         ),
         namespace=config.leader_election_namespace or config.cluster_resource_namespace,

@@ -93,6 +93,12 @@ class OperatorConfig(BaseModel):
         "operator's own namespace).",
     )
     leader_election_lease: str = Field(default="sundial-leader", min_length=1)
+    leader_election_kubeconfig: str | None = Field(
+        default=None,
+        description="Path of a kubeconfig for the Lease client alone; default: kubeconfig. "
+        "The Lease then goes by a route of its own (controller-runtime's "
+        "LeaderElectionConfig): a dedicated apiserver endpoint, or a test's faulty relay.",
+    )
     lease_duration_seconds: int = Field(
         default=15,
         ge=2,

@@ -4,7 +4,6 @@ relay) and judged by ground truth: the apiserver's objects and its audit log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,6 @@ from support import (
 )
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def stopped_after() -> Iterator[list[OperatorProcess]]:
-    """Operators a test starts, stopped however it ends."""
-    started: list[OperatorProcess] = []
-    yield started
-    for process in started:
-        process.stop()
 
 
 def audit_log(stack: LocalStack) -> Path:
