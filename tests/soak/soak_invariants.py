@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 # An object as the soak knows it for ever: its namespace and name (a deleted and re-created
 # object is the same object for "one run per slot": its slots are the same slots).
@@ -22,6 +23,37 @@ class Run:
     slot: datetime  # the scheduled time it ran for
     what: str  # "job/<name>" or "workflow/<id>/<run id>"
     request: str | None = None  # the run-now or backfill it was made for, if any
+    started: datetime | None = None  # when it started (a workflow execution's start time)
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A backfill the soak asked for (`sundial.dev/backfill: <id>;<start>;<end>`), as it
+    wrote it: the request's label (`Backfill/<id>`), its range, and when it was written."""
+
+    obj: ObjectRef
+    label: str
+    start: datetime
+    end: datetime
+    written: datetime
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One object as one sample read it: the apiserver (the ScheduledJob, its CronJob, its
+    namespace's labels) and Temporal (its schedules under every connection), within a second."""
+
+    obj: ObjectRef
+    backend: str  # spec.backend
+    cron_active: bool  # its CronJob exists, not suspended, not being deleted
+    schedules_running: int  # schedules under its id, over any connection, not paused
+    ready: str | None  # Ready's status, when for the current generation; else None
+    reason: str | None  # Ready's reason
+    suspended: bool
+    deleting: bool
+    # How long its namespace has been refused by the connections (their namespaceSelector no
+    # longer matching) with no fault in force, or None when admitted or a fault is on.
+    revoked_quiet_for: float | None
 
 
 @dataclass
@@ -35,6 +67,10 @@ class Observations:
     left_behind: list[str] = field(default_factory=list)
     stuck_namespaces: list[str] = field(default_factory=list)
     not_recovered: list[str] = field(default_factory=list)
+    # Samples where a revoked object's schedule still ran, or its Ready said nothing.
+    revoked_running: list[tuple[float, ObjectRef]] = field(default_factory=list)
+    # Writes to what Sundial neither made nor was asked to adopt (a CronJob, a schedule).
+    foreign_touched: list[str] = field(default_factory=list)
 
 
 def duplicate_runs(runs: Iterable[Run]) -> list[str]:
@@ -46,6 +82,98 @@ def duplicate_runs(runs: Iterable[Run]) -> list[str]:
     found += [f"{obj[0]}/{obj[1]} request {request} slot {slot.isoformat()}: {count} runs"
               for (obj, request, slot), count in requested.items() if count > 1]  # fmt: skip
     return sorted(found)
+
+
+def attribute_backfills(runs: Iterable[Run], backfills: Iterable[Backfill]) -> list[Run]:
+    """Temporal's executions say which schedule and slot they ran for, not which backfill
+    (a backfilled slot is the same slot again). A workflow execution with no request that
+    started after a backfill of its object was written, for a slot in that backfill's range,
+    is that backfill's run (the soak asks only for ranges whose scheduled runs started minutes
+    before, and never for two overlapping ranges of one object; the latest such backfill
+    wins). Jobs carry their request in an annotation and are left as they are."""
+    by_object: dict[ObjectRef, list[Backfill]] = defaultdict(list)
+    for backfill in backfills:
+        by_object[backfill.obj].append(backfill)
+    attributed = []
+    for run in runs:
+        if run.request is None and run.started is not None and run.what.startswith("workflow/"):
+            matching = [
+                b for b in by_object.get(run.obj, [])
+                if b.start <= run.slot <= b.end and run.started >= b.written
+            ]  # fmt: skip
+            if matching:
+                run = replace(run, request=max(matching, key=lambda b: b.written).label)
+        attributed.append(run)
+    return attributed
+
+
+def wrong_states(state: Sampled, grace: float) -> list[str]:
+    """What is wrong with one object in one sample: "both" (a CronJob and a schedule, or two
+    schedules, active: invariant 2a), "neither" (nothing active while Ready=True for its
+    generation, not suspended nor being deleted: 2b), "revoked" (its namespace refused by
+    the connections for `grace` seconds without a fault, and its schedule still running or
+    its Ready True: 6). A revoked object paused and Ready=False with a reason is none."""
+    wrong = []
+    if int(state.cron_active) + state.schedules_running >= 2:
+        wrong.append("both")
+    if (not state.cron_active and state.schedules_running == 0 and state.ready == "True"
+            and not state.suspended and not state.deleting):  # fmt: skip
+        wrong.append("neither")
+    if (state.backend == "temporal" and state.revoked_quiet_for is not None
+            and state.revoked_quiet_for >= grace
+            and (state.schedules_running > 0 or state.ready == "True")):  # fmt: skip
+        wrong.append("revoked")
+    return wrong
+
+
+def not_recovered(
+    obj: ObjectRef,
+    generation: int | None,
+    status: dict[str, object],
+    backend: str,
+    revoked: bool,
+    schedules_running: int,
+) -> str | None:
+    """Invariant 5 for one object, once the faults are over: its generation observed and
+    Ready True or False with a reason (not InternalError); an object whose namespace the
+    connections refuse must have its schedule paused and its Ready not True (it says why)."""
+    name = f"{obj[0]}/{obj[1]}"
+    if status.get("observedGeneration") != generation:
+        return f"{name}: generation not observed"
+    conditions = status.get("conditions") or []
+    assert isinstance(conditions, list)
+    ready = {c["type"]: c for c in conditions}.get("Ready")
+    if ready is None or (ready["status"] != "True"
+                         and ready.get("reason") in (None, "", "InternalError")):  # fmt: skip
+        return f"{name}: Ready {ready}"
+    if revoked and backend == "temporal":
+        if schedules_running:
+            return f"{name}: its namespace is revoked but its schedule still runs"
+        if ready["status"] == "True":
+            return f"{name}: its namespace is revoked but Ready is True"
+    return None
+
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def foreign_writes(
+    events: Iterable[dict[str, Any]], user: str, foreign: set[tuple[str, str]]
+) -> list[str]:
+    """Writes by `user` the apiserver accepted (not dry runs) to CronJobs that Sundial
+    neither made nor was asked to adopt, from the audit log."""
+    found = []
+    for event in events:
+        ref = event.get("objectRef") or {}
+        who = event.get("user") or {}
+        code = (event.get("responseStatus") or {}).get("code", 200)
+        if (event.get("verb") in WRITES and who.get("username") == user
+                and ref.get("resource") == "cronjobs" and not ref.get("subresource")
+                and (ref.get("namespace"), ref.get("name")) in foreign and code < 300
+                and "dryRun=" not in str(event.get("requestURI", ""))):  # fmt: skip
+            found.append(f"{user} {event['verb']} cronjobs {ref['namespace']}/{ref['name']} "
+                         f"({code})")  # fmt: skip
+    return found
 
 
 def persistent(samples: list[tuple[float, ObjectRef]], seconds: float) -> list[str]:
@@ -87,4 +215,14 @@ def verdict(observed: Observations, persist_seconds: float) -> dict[str, list[st
         "3 no miss reported for a slot that ran": false_misses(observed),
         "4 nothing left after deletion": sorted(observed.left_behind + observed.stuck_namespaces),
         "5 recovered within 60 s of the last fault": sorted(observed.not_recovered),
+    }
+
+
+def mix_verdict(observed: Observations, persist_seconds: float) -> dict[str, list[str]]:
+    """The invariants of the actions added to the mix (namespace labels, adoption)."""
+    return {
+        "6 a revoked connection's schedules paused, Ready says why": persistent(
+            observed.revoked_running, persist_seconds
+        ),
+        "7 nothing foreign touched": sorted(observed.foreign_touched),
     }

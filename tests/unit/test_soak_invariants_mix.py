@@ -1,0 +1,178 @@
+"""The soak's checks for the actions added to its mix (backfill, adoption, connection
+change, namespace labels): each flags the violation it exists for, and only that.
+(tests/soak/test_soak_invariants.py has the checks of the first mix.)"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from soak.soak_invariants import (
+    Backfill,
+    Observations,
+    Run,
+    Sampled,
+    attribute_backfills,
+    duplicate_runs,
+    foreign_writes,
+    mix_verdict,
+    not_recovered,
+    wrong_states,
+)
+
+NOW = datetime(2026, 12, 6, 3, 10, tzinfo=UTC)
+SLOT = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
+OBJ = ("soak-a", "soak-1")
+GRACE = 60.0
+
+
+def sampled(**changes: object) -> Sampled:
+    state = {
+        "obj": OBJ, "backend": "temporal", "cron_active": False, "schedules_running": 1,
+        "ready": "True", "reason": None, "suspended": False, "deleting": False,
+        "revoked_quiet_for": None,
+    }  # fmt: skip
+    state.update(changes)
+    return Sampled(**state)  # type: ignore[arg-type]
+
+
+# -- backfill: its Temporal executions carry no request; they are told by time and range
+
+
+def test_a_temporal_backfill_run_is_counted_under_its_request() -> None:
+    written = NOW - timedelta(minutes=1)
+    backfill = Backfill(OBJ, "Backfill/soak-9", SLOT, SLOT + timedelta(minutes=2), written)
+    scheduled = Run(OBJ, SLOT, "workflow/w-0300/1", started=SLOT + timedelta(seconds=1))
+    again = Run(OBJ, SLOT, "workflow/w-0300/2", started=NOW)  # the backfill's run of SLOT
+    later = Run(OBJ, SLOT + timedelta(minutes=1), "workflow/w-0301/2", started=NOW)
+    outside = Run(OBJ, SLOT + timedelta(minutes=5), "workflow/w-0305/1", started=NOW)
+    other = Run(("soak-b", "soak-1"), SLOT, "workflow/b/1", started=NOW)
+    runs = attribute_backfills([scheduled, again, later, outside, other], [backfill])
+    requests = {run.what: run.request for run in runs}
+    assert requests == {
+        "workflow/w-0300/1": None,  # started before the request was written
+        "workflow/w-0300/2": "Backfill/soak-9",
+        "workflow/w-0301/2": "Backfill/soak-9",
+        "workflow/w-0305/1": None,  # its slot is outside the range
+        "workflow/b/1": None,  # another object
+    }
+    # So the slot's scheduled run and its backfilled run are no duplicate...
+    assert duplicate_runs(runs) == []
+    # ...but the backfill running the slot twice is.
+    twice = Run(OBJ, SLOT, "workflow/w-0300/3", started=NOW + timedelta(seconds=5))
+    assert duplicate_runs(attribute_backfills([scheduled, again, twice], [backfill])) == [
+        "soak-a/soak-1 request Backfill/soak-9 slot 2026-12-06T03:00:00+00:00: 2 runs"
+    ]
+
+
+def test_jobs_keep_the_request_their_annotation_names() -> None:
+    written = NOW - timedelta(minutes=1)
+    backfill = Backfill(OBJ, "Backfill/soak-9", SLOT, SLOT, written)
+    job = Run(OBJ, SLOT, "job/x", request=None, started=NOW)  # a scheduled Job, late
+    assert attribute_backfills([job], [backfill]) == [job]
+
+
+# -- the states of one sample: two active, neither while Ready, revocation
+
+
+def test_two_schedules_or_a_schedule_and_a_cronjob_are_both_active() -> None:
+    assert wrong_states(sampled(), GRACE) == []
+    assert wrong_states(sampled(cron_active=True), GRACE) == ["both"]
+    # one schedule under each connection, both unpaused (a move that left the old one)
+    assert wrong_states(sampled(schedules_running=2), GRACE) == ["both"]
+
+
+def test_neither_while_ready_unless_suspended_or_deleting_or_not_ready() -> None:
+    assert wrong_states(sampled(schedules_running=0), GRACE) == ["neither"]
+    assert wrong_states(sampled(schedules_running=0, suspended=True), GRACE) == []
+    assert wrong_states(sampled(schedules_running=0, deleting=True), GRACE) == []
+    assert wrong_states(sampled(schedules_running=0, ready="False",
+                                reason="ScheduleExists"), GRACE) == []  # fmt: skip
+
+
+def test_a_revoked_object_paused_and_saying_why_is_no_violation() -> None:
+    revoked = sampled(schedules_running=0, ready="False", reason="ConnectionNotAllowed",
+                      revoked_quiet_for=GRACE + 30)  # fmt: skip
+    assert wrong_states(revoked, GRACE) == []
+    # Still running once the grace is over: the connection's rights are still used.
+    running = sampled(ready="False", reason="ConnectionNotAllowed", revoked_quiet_for=GRACE + 1)
+    assert wrong_states(running, GRACE) == ["revoked"]
+    # Within the grace (a pass has yet to read the namespace's labels): not yet.
+    assert wrong_states(sampled(revoked_quiet_for=GRACE - 1), GRACE) == []
+    # Paused but Ready=True: it does not say why (2b's "neither" too).
+    silent = sampled(schedules_running=0, revoked_quiet_for=GRACE + 1)
+    assert wrong_states(silent, GRACE) == ["neither", "revoked"]
+    # A kubernetes-backed object has nothing to revoke.
+    assert wrong_states(sampled(backend="kubernetes", cron_active=True, schedules_running=0,
+                                revoked_quiet_for=GRACE + 1), GRACE) == []  # fmt: skip
+
+
+# -- the end: recovered, revoked objects paused and saying why
+
+
+def status(ready: str, reason: str | None = None, generation: int = 3) -> dict[str, object]:
+    condition = {"type": "Ready", "status": ready, **({"reason": reason} if reason else {})}
+    return {"observedGeneration": generation, "conditions": [condition]}
+
+
+def test_recovered_means_ready_or_a_reason_and_revoked_means_paused_and_saying_so() -> None:
+    assert not_recovered(OBJ, 3, status("True"), "temporal", False, 1) is None
+    assert not_recovered(OBJ, 3, status("False", "CronJobExists"), "kubernetes", False, 0) is None
+    assert "generation" in (not_recovered(OBJ, 4, status("True"), "temporal", False, 1) or "")
+    assert "Ready" in (not_recovered(OBJ, 3, status("False", "InternalError"), "temporal",
+                                     False, 0) or "")  # fmt: skip
+    paused = status("False", "ConnectionNotAllowed")
+    assert not_recovered(OBJ, 3, paused, "temporal", True, 0) is None
+    assert "still runs" in (not_recovered(OBJ, 3, paused, "temporal", True, 1) or "")
+    assert "revoked" in (not_recovered(OBJ, 3, status("True"), "temporal", True, 0) or "")
+    assert not_recovered(OBJ, 3, status("True"), "kubernetes", True, 0) is None
+
+
+# -- adoption: nothing Sundial neither owns nor adopted is written
+
+
+URI = "/apis/batch/v1/namespaces/soak-a/cronjobs/x"
+
+
+def audit(
+    verb: str, name: str, user: str = "sundial-soak", code: int = 200, uri: str = URI
+) -> dict[str, object]:
+    return {
+        "verb": verb, "user": {"username": user}, "requestURI": uri,
+        "objectRef": {"resource": "cronjobs", "namespace": "soak-a", "name": name},
+        "responseStatus": {"code": code},
+    }  # fmt: skip
+
+
+def test_a_write_by_the_operator_to_a_foreign_cronjob_is_flagged() -> None:
+    foreign = {("soak-a", "theirs")}
+    events = [
+        audit("create", "theirs", user="admin"),  # the soak made it
+        audit("patch", "soak-3"),  # Sundial's own CronJob
+        audit("get", "theirs"),  # a read
+        audit("patch", "theirs", uri="/apis/batch/v1/namespaces/soak-a/cronjobs/theirs"
+                                     "?dryRun=All&fieldManager=sundial"),  # nothing written
+        audit("delete", "theirs", code=403),  # refused
+    ]  # fmt: skip
+    assert foreign_writes(events, "sundial-soak", foreign) == []
+    events.append(audit("patch", "theirs"))
+    assert foreign_writes(events, "sundial-soak", foreign) == [
+        "sundial-soak patch cronjobs soak-a/theirs (200)"
+    ]
+
+
+def test_the_mix_verdict_names_its_invariants_and_is_clean_only_when_they_hold() -> None:
+    assert mix_verdict(Observations(), 4) == {
+        "6 a revoked connection's schedules paused, Ready says why": [],
+        "7 nothing foreign touched": [],
+    }
+    observed = Observations(
+        revoked_running=[(float(t), OBJ) for t in range(10, 16)],
+        foreign_touched=["sundial-soak delete cronjobs soak-a/theirs (200)"],
+    )
+    found = mix_verdict(observed, 4)
+    assert found["6 a revoked connection's schedules paused, Ready says why"] == [
+        "soak-a/soak-1 from 10 to 14"
+    ]
+    assert found["7 nothing foreign touched"] == [
+        "sundial-soak delete cronjobs soak-a/theirs (200)"
+    ]
