@@ -156,6 +156,8 @@ class Metrics:
                 delay = max(run.start_delay_seconds, 0)
                 self.start_delay.labels(key[0], backend).observe(delay)
                 series.last_start_delay = delay
+        if history is not None and history.unseen_added:
+            series.unseen = (series.unseen or 0.0) + history.unseen_added
         if history is not None:
             series.consecutive_failures = history.consecutive_failures
             series.running = history.running

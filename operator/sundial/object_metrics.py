@@ -34,6 +34,7 @@ class ObjectSeries:
     consecutive_failures: float | None = None
     running: float | None = None
     unknown: float | None = None
+    unseen: float | None = None
     # By condition type, reason, result: replaced on change, never mutated in place.
     conditions: dict[str, float] | None = None
     missed: dict[str, float] | None = None
@@ -81,6 +82,12 @@ class ObjectSeriesCollector(Collector):
             "sundial_unknown_runs", "Slots Sundial could not verify either way (not missed).",
             labels=OBJECT_LABELS,
         )  # fmt: skip
+        unseen = CounterMetricFamily(
+            "sundial_unseen_runs",
+            "Runs that ended unseen (status.unseenRuns): Jobs deleted, or executions past "
+            "Temporal's retention, before Sundial read them. Not in sundial_runs_total.",
+            labels=OBJECT_LABELS,
+        )  # fmt: skip
         condition = GaugeMetricFamily(
             "sundial_condition",
             "1 while the ScheduledJob's condition is True (RunsFailing, RunTooLong, RunsMissed): "
@@ -112,6 +119,8 @@ class ObjectSeriesCollector(Collector):
                     family.add_metric(labels, value)
             if series.unknown is not None:
                 unknown.add_metric(labels, series.unknown)
+            if series.unseen is not None:
+                unseen.add_metric(labels, series.unseen)
             for label_value, value in _items(series.conditions):
                 condition.add_metric([*labels, label_value], value)
             if series.spec_problem is not None:
@@ -121,6 +130,7 @@ class ObjectSeriesCollector(Collector):
                     counter.add_metric([*labels, label_value], value)
         yield from gauges.values()
         yield unknown
+        yield unseen
         yield condition
         yield spec_problem
         yield from by_label.values()

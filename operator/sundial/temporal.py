@@ -530,14 +530,12 @@ class Temporal:
         )
 
     async def list_runs(
-        self, connection: Connection, schedule_id: str, since: datetime | None, limit: int
+        self, connection: Connection, schedule_id: str, closed_after: datetime | None, limit: int
     ) -> list[ListedRun]:
         """The executions a schedule started (visibility: TemporalScheduledById), those
-        started at or after `since`, at most `limit`, newest first. One request per page;
-        visibility is eventually consistent, so a later pass may show more."""
-        query = f"TemporalScheduledById = '{_quoted(schedule_id)}'"
-        if since is not None:
-            query += f" AND StartTime >= '{since.astimezone(UTC).isoformat()}'"
+        still running or closed after `closed_after`, at most `limit`. One request per
+        page; visibility is eventually consistent, so a later pass may show more."""
+        query = _runs_query(schedule_id, closed_after)
         runs: list[ListedRun] = []
         async with self._call(
             connection, "ListWorkflowExecutions", "list the schedule's workflows"
@@ -553,6 +551,18 @@ class Temporal:
                     start_time=execution.start_time, close_time=execution.close_time,
                 ))  # fmt: skip
         return runs
+
+    async def count_runs(
+        self, connection: Connection, schedule_id: str, closed_after: datetime | None = None
+    ) -> int:
+        """How many executions of the schedule Temporal still has (those running or closed
+        after `closed_after`, if given): one request, whatever the number."""
+        query = _runs_query(schedule_id, closed_after)
+        async with self._call(
+            connection, "CountWorkflowExecutions", "count the schedule's workflows"
+        ) as client:
+            counted = await client.count_workflows(query, rpc_timeout=RPC_TIMEOUT)
+        return counted.count
 
     async def _failure(self, connection: Connection, workflow_id: str) -> tuple[str, str]:
         async with self._call(
@@ -633,6 +643,14 @@ class ListedRun:
 
 # The search attribute Temporal sets on a scheduled execution: the slot it was for.
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+
+
+def _runs_query(schedule_id: str, closed_after: datetime | None) -> str:
+    query = f"TemporalScheduledById = '{_quoted(schedule_id)}'"
+    if closed_after is not None:
+        closed = closed_after.astimezone(UTC).isoformat()
+        query += f" AND (ExecutionStatus = 'Running' OR CloseTime > '{closed}')"
+    return query
 
 
 def _quoted(value: str) -> str:

@@ -256,8 +256,10 @@ class TemporalBackend:
         runs recorded, its state; the spec hash and fingerprint of Sundial's last write
         stay as they were (the schedule was not written)."""
         judgement = self._judge(sj, timetable(sj.spec), description, now)
-        runs, seen_actions = await observe_all_runs(self.temporal, sj, connection, description)
-        history = run_history(sj.status, runs, limits(sj.spec), now, complete=False)
+        runs, seen_actions, unseen = await observe_all_runs(
+            self.temporal, sj, connection, description
+        )
+        history = run_history(sj.status, runs, limits(sj.spec), now, complete=False, unseen=unseen)
         status = st.temporal_status(
             sj, description, judgement, history, ref=ref,
             spec_hash=sj.status.spec_hash or "",
@@ -331,10 +333,12 @@ class TemporalBackend:
         except TemporalRejected as error:
             raise SpecProblem(error.reason, str(error)) from None
         judgement = self._judge(sj, table, description, now)
-        observed, seen_actions = await observe_all_runs(
+        observed, seen_actions, unseen = await observe_all_runs(
             self.temporal, sj, prepared.connection, description
         )
-        history = run_history(sj.status, observed, limits(sj.spec), now, complete=False)
+        history = run_history(
+            sj.status, observed, limits(sj.spec), now, complete=False, unseen=unseen
+        )
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
             sj,

@@ -12,7 +12,13 @@ from temporalio.client import ScheduleDescription
 from sundial.api.models import RequestStatus, ScheduledJob
 from sundial.backend import SpecProblem
 from sundial.planning import requests as rq
-from sundial.planning.runs import ObservedRun, is_finished, workflow_run
+from sundial.planning.runs import (
+    ObservedRun,
+    counted_floor,
+    is_finished,
+    unseen_actions,
+    workflow_run,
+)
 from sundial.planning.schedule import Timetable
 from sundial.planning.temporal_schedule import OVERLAP, RUN_NOW_WAITS, run_now_overlap
 from sundial.temporal import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
@@ -27,23 +33,22 @@ MAX_LISTED_RUNS = 200
 
 async def observe_all_runs(
     temporal: Temporal, sj: ScheduledJob, connection: Connection, description: ScheduleDescription
-) -> tuple[list[ObservedRun], int]:
+) -> tuple[list[ObservedRun], int, int]:
     """observe_runs, and the runs of actions that fell off describe's recent actions since
     the last pass (info.num_actions moved by more than they hold): those come from the
-    schedule's own execution listing, from the latest start status knows. Returns the
-    action count now seen (status.seenActions); it stays where it was while a listed
-    run is still going, so the next pass lists again until it has ended."""
+    schedule's own execution listing, every one still running or ended after countedSince
+    (whichever its start: an earlier run can end later). Returns the action count now seen
+    (status.seenActions), which stays where it was while a listed run is still going, so
+    the next pass lists again until it has ended; and the runs of actions taken since that
+    Sundial cannot see (status.unseenRuns): executions Temporal no longer has (retention),
+    and those beyond one pass's listing."""
     observed = await observe_runs(temporal, sj, connection, description)
     info = description.info
     seen = sj.status.seen_actions or 0
     if info.num_actions - seen <= len(info.recent_actions):
-        return observed, info.num_actions
-    # Anything started since the latest start status knows (the earliest, while a listed
-    # run is still going: it may be among them).
-    starts = [r.start_time for r in sj.status.recent_runs if r.start_time is not None]
-    going_before = any(not is_finished(r) for r in sj.status.recent_runs)
-    since = (min if going_before else max)(starts, default=None)
-    listed = await temporal.list_runs(connection, description.id, since, MAX_LISTED_RUNS)
+        return observed, info.num_actions, 0
+    floor = counted_floor(sj.status)
+    listed = await temporal.list_runs(connection, description.id, floor, MAX_LISTED_RUNS)
     settled = {r.workflow_id for r in sj.status.recent_runs if r.workflow_id and is_finished(r)}
     settled |= {run.name for run in sj.status.counted_runs}
     settled |= {run.workflow_id for run in observed if run.workflow_id}
@@ -67,7 +72,24 @@ async def observe_all_runs(
             start_time=run.start_time, close_time=run.close_time,
             failure_type=failure_type, failure_message=failure_message,
         ), requested=requested))  # fmt: skip
-    return observed, (sj.status.seen_actions or 0) if going else info.num_actions
+    if going:
+        return observed, seen, 0
+    # Every run Temporal still has was listed (or is among the recent actions) and is now
+    # counted, or was before. Fewer found than actions taken: Temporal's own count of the
+    # executions it keeps says how many are gone for good.
+    shown = {run.workflow_id for run in listed}
+    recent = description.raw_description.info.recent_actions
+    shown |= {action.start_workflow_result.workflow_id for action in recent}
+    unseen = unseen_actions(sj.status.seen_actions, info.num_actions, len(shown))
+    if unseen:
+        kept = await temporal.count_runs(connection, description.id)
+        unseen = unseen_actions(sj.status.seen_actions, info.num_actions, max(kept, len(shown)))
+    if len(listed) >= MAX_LISTED_RUNS:
+        # More to count than one listing holds: the rest would be old news by the next
+        # pass (countedSince moves past them), so they are stated, not dropped.
+        pending = await temporal.count_runs(connection, description.id, floor)
+        unseen = max(unseen, pending - len(listed))
+    return observed, info.num_actions, unseen
 
 
 async def observe_runs(

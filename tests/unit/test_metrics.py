@@ -216,3 +216,24 @@ def test_the_stalled_alert_blames_the_operator_only_for_objects_it_fails_to_brin
     metrics.spec_problem(stuck_on_spec, "kubernetes", "InvalidTimeZone")
     metrics.times(KEY, "kubernetes", None, T0 + timedelta(hours=1))
     assert stalled_alerts(metrics, T0 + timedelta(minutes=30)) == {stuck_on_api}
+
+
+def test_runs_that_ended_unseen_are_counted_apart_once_per_pass_that_states_them() -> None:
+    """status.unseenRuns, as a counter per object (sundial_unseen_runs_total): the gap
+    stated, never added to sundial_runs_total."""
+    metrics = Metrics()
+    status = ScheduledJobStatus()
+    assert value(metrics, "sundial_unseen_runs_total") is None
+    history = run_history(status, [job_run(job(0, True))], Limits(),
+                          T0 + timedelta(minutes=5), complete=True, unseen=4)  # fmt: skip
+    metrics.history(KEY, "kubernetes", history, status)
+    status = status.model_copy(update={"recent_runs": history.recent_runs,
+                                       "unseen_runs": history.unseen_runs})  # fmt: skip
+    # The next pass adds none: the counter stays.
+    history = run_history(status, [job_run(job(0, True))], Limits(),
+                          T0 + timedelta(minutes=6), complete=True)  # fmt: skip
+    metrics.history(KEY, "kubernetes", history, status)
+    assert value(metrics, "sundial_unseen_runs_total") == 4
+    assert value(metrics, "sundial_runs_total", result="Succeeded") == 1
+    metrics.forget(KEY)
+    assert value(metrics, "sundial_unseen_runs_total") is None

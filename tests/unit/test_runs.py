@@ -20,6 +20,7 @@ from sundial.planning.runs import (
     pod_span,
     record,
     run_history,
+    unseen_actions,
     workflow_run,
 )
 
@@ -388,3 +389,23 @@ def test_runs_the_backend_could_not_see_are_stated_not_dropped() -> None:
                           Limits(), at(5), complete=True, unseen=3)  # fmt: skip
     assert (history.unseen_runs, history.unseen_added) == (5, 3)
     assert history.consecutive_successes == 1
+
+
+def test_temporal_actions_whose_runs_temporal_no_longer_has_are_stated_not_dropped() -> None:
+    # Temporal took 15 actions since status.seenActions (5 -> 20) and still has 10 of the
+    # schedule's executions: the other 5 went past its retention before a pass saw them.
+    assert unseen_actions(5, 20, kept=10) == 5
+    # Everything still there (old executions pad the count): no gap claimed.
+    assert unseen_actions(5, 20, kept=15) == 0
+    assert unseen_actions(5, 20, kept=400) == 0
+    # No baseline (a status from before seenActions) or a count that went back (a new
+    # schedule): nothing claimed.
+    assert unseen_actions(None, 20, kept=0) == 0
+    assert unseen_actions(30, 4, kept=0) == 0
+    # Stated once: the next pass starts from the count written with it.
+    assert unseen_actions(20, 20, kept=10) == 0
+    status = ScheduledJobStatus(unseen_runs=1)
+    history = run_history(status, [], Limits(), at(5), complete=False,
+                          unseen=unseen_actions(5, 20, kept=10))  # fmt: skip
+    assert (history.unseen_runs, history.unseen_added) == (6, 5)
+    assert (history.consecutive_successes, history.consecutive_failures) == (0, 0)

@@ -178,7 +178,8 @@ def run_history(
     cache); a listed run still going that is not among them ended unseen (Unknown). The
     temporal backend looks runs up within a budget, so what it did not look up stays.
     `unseen`: runs the backend knows ended but could not see (Jobs deleted and let go
-    before a pass read them): stated in unseenRuns, not in the streaks."""
+    before a pass read them; a schedule's executions past Temporal's retention,
+    `unseen_actions`): stated in unseenRuns, not in the streaks."""
     before = {run_key(run): run for run in previous.recent_runs}
     runs = dict(before)
     ends = [run.completion_time for run in previous.recent_runs if run.completion_time]
@@ -201,15 +202,7 @@ def run_history(
                 )
     counted = {run.name for run in previous.counted_runs}
     counted |= {key for key, run in before.items() if is_finished(run)}
-    # A status written before countedRuns: the old watermark, the latest end counted.
-    counted_since = (
-        previous.counted_since
-        if previous.counted_runs
-        else max(
-            (t for t in (previous.last_successful_time, previous.last_failed_time) if t),
-            default=None,
-        )
-    )
+    counted_since = counted_floor(previous)
     newly_finished = sorted(
         (
             run
@@ -265,6 +258,30 @@ def run_history(
         unseen_runs=(previous.unseen_runs or 0) + unseen,
         unseen_added=unseen,
     )
+
+
+def counted_floor(previous: ScheduledJobStatus) -> datetime | None:
+    """countedSince: a run that ended at or before it and is not among countedRuns is old
+    news. For a status written before countedRuns, the old watermark, the latest end
+    counted. So a run still to count ended after it (or has not ended)."""
+    if previous.counted_runs:
+        return previous.counted_since
+    ends = (previous.last_successful_time, previous.last_failed_time)
+    return max((t for t in ends if t), default=None)
+
+
+def unseen_actions(seen: int | None, taken: int, kept: int) -> int:
+    """The runs of a Temporal schedule's actions since status.seenActions (`seen`) that
+    Sundial can no longer see: `taken` is Temporal's own count of the actions it took
+    (info.num_actions), `kept` the schedule's executions Temporal still has (its
+    visibility count, at least the runs found). Retention deletes the oldest first, so
+    while anything older is kept every new action's run is kept too; more actions taken
+    than executions kept is the gap, stated (status.unseenRuns), never dropped. No
+    baseline (a status from before seenActions) or a count that went back (a schedule
+    made anew): nothing is claimed."""
+    if seen is None or taken <= seen:
+        return 0
+    return max(0, taken - seen - kept)
 
 
 def _remember(
