@@ -54,6 +54,10 @@ class Sampled:
     # How long its namespace has been refused by the connections (their namespaceSelector no
     # longer matching) with no fault in force, or None when admitted or a fault is on.
     revoked_quiet_for: float | None
+    # Switched from kubernetes under Forbid while a Job the CronJob started has not
+    # finished: its schedule is paused with the switch's note until that Job ends (the
+    # documented hold, one run at a time across a switch; without a node, for ever).
+    held: bool = False
 
 
 @dataclass
@@ -110,14 +114,15 @@ def attribute_backfills(runs: Iterable[Run], backfills: Iterable[Backfill]) -> l
 def wrong_states(state: Sampled, grace: float) -> list[str]:
     """What is wrong with one object in one sample: "both" (a CronJob and a schedule, or two
     schedules, active: invariant 2a), "neither" (nothing active while Ready=True for its
-    generation, not suspended nor being deleted: 2b), "revoked" (its namespace refused by
-    the connections for `grace` seconds without a fault, and its schedule still running or
-    its Ready True: 6). A revoked object paused and Ready=False with a reason is none."""
+    generation, not suspended, being deleted or held across a switch: 2b), "revoked" (its
+    namespace refused by the connections for `grace` seconds without a fault, and its
+    schedule still running or its Ready True: 6). A revoked object paused and Ready=False
+    with a reason is none."""
     wrong = []
     if int(state.cron_active) + state.schedules_running >= 2:
         wrong.append("both")
     if (not state.cron_active and state.schedules_running == 0 and state.ready == "True"
-            and not state.suspended and not state.deleting):  # fmt: skip
+            and not state.suspended and not state.deleting and not state.held):  # fmt: skip
         wrong.append("neither")
     if (state.backend == "temporal" and state.revoked_quiet_for is not None
             and state.revoked_quiet_for >= grace

@@ -176,3 +176,11 @@ def test_the_mix_verdict_names_its_invariants_and_is_clean_only_when_they_hold()
     assert found["7 nothing foreign touched"] == [
         "sundial-soak delete cronjobs soak-a/theirs (200)"
     ]
+
+
+def test_the_forbid_hold_across_a_switch_is_not_neither_but_only_while_a_job_runs() -> None:
+    # Switched from kubernetes under Forbid: the new schedule stays paused (the switch's
+    # note) while a Job the CronJob started still runs (without a node: for ever).
+    held = sampled(schedules_running=0, held=True)
+    assert wrong_states(held, GRACE) == []
+    assert wrong_states(sampled(schedules_running=0, held=False), GRACE) == ["neither"]
