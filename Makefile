@@ -9,11 +9,12 @@ PYTEST_ARGS ?=
 .PHONY: run test lint fmt crds check-crds binaries node-packages images image lock unit \
 	integration bench soak clean stack argocd-testdata
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml lib/sundial-cron/pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e lib/sundial-cron  # the service-side library (its own tests run too)
 	touch $@
 
 ## the node's Debian packages (runc, CNI plugins, iptables, buildah, ...): needs root, once;

@@ -12,7 +12,8 @@ of everything it is built from, so a second call returns at once. The node impor
 - example-service, operator: examples/service/Dockerfile and the repository's Dockerfile,
   built FROM python-base with buildah (buildah.py); the operator's wheels are downloaded on
   the host first, from the hashed pins of requirements.lock and requirements-build.lock
-  (``make lock``), since the build has no network.
+  (``make lock``), since the build has no network; the example service's context gets the
+  sundial-cron library's source (lib/sundial-cron/src/sundial_cron).
 
 Command line::
 
@@ -376,7 +377,22 @@ def label_build_args() -> tuple[tuple[str, str], ...]:
     return tuple(arguments)
 
 
-EXAMPLE_SERVICE = DockerfileBuild(REPO / "examples" / "service", ("Dockerfile", "service"))
+# The sundial-cron library the example service runs its jobs with: its source, copied into
+# the build context as sundial_cron/ (pure Python, the standard library only: no wheel to
+# build, no index to reach).
+CRON_LIBRARY = DockerfileBuild(REPO / "lib" / "sundial-cron" / "src", ("sundial_cron",))
+
+
+def add_cron_library(context: Path) -> None:
+    CRON_LIBRARY.make_context(context)
+
+
+EXAMPLE_SERVICE = DockerfileBuild(
+    REPO / "examples" / "service",
+    ("Dockerfile", "service"),
+    extra=add_cron_library,
+    extra_inputs=CRON_LIBRARY.inputs,
+)
 OPERATOR = DockerfileBuild(
     REPO,
     ("Dockerfile", ".dockerignore", "pyproject.toml", *LOCK_FILES, "operator"),

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from sundial.api.models import MissedRun, ScheduledJobStatus
 from sundial.planning.missed import JobRecord
 from sundial.planning.runs import RunHistory
+from sundial.planning.summaries import PodsEnded
 
 Key = tuple[str, str]
 
@@ -49,7 +50,7 @@ class Cache(Protocol):
 
     def forget_slots_before(self, key: Key, watermark: datetime) -> None: ...
 
-    def pod_span(self, namespace: str, job_name: str) -> tuple[datetime, datetime] | None: ...
+    def pods_ended(self, namespace: str, job_name: str) -> PodsEnded | None: ...
 
     @property
     def watching_since(self) -> datetime: ...

@@ -39,7 +39,6 @@ from sundial.planning.runs import (
     ObservedRun,
     job_run,
     limits,
-    pod_span,
     run_history,
 )
 from sundial.planning.schedule import (
@@ -49,7 +48,8 @@ from sundial.planning.schedule import (
     parse_time,
     timetable,
 )
-from sundial.watchcache import JOB_NAME_LABEL, job_record, without_bookkeeping
+from sundial.planning.summaries import pod_ended, pods_ended
+from sundial.watchcache import job_record, without_bookkeeping
 from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
@@ -211,22 +211,25 @@ class KubernetesBackend:
     ) -> list[ObservedRun]:
         """The runs of the Jobs in `ended` with their Pods' start and finish, on the one
         pass that counts each ended (the Job's own times are the Job controller's, seconds
-        off on a busy node): from the Pod watch, or, when it has not shown all the Job's
-        ended Pods yet, one LIST of them."""
+        off on a busy node), and the summary the last Pod left in its termination message
+        as the run's message (the Job controller's reason stays): from the Pod watch, or,
+        when it has not shown all the Job's ended Pods yet, one LIST of them."""
         timed: list[ObservedRun] = []
         for run in observed:
             if run.job_name in ended:
-                span = self.cache.pod_span(namespace, run.job_name)
-                if span is None:
-                    span = pod_span(await self._list_pods(namespace, run.job_name))
-                if span is not None:
-                    run = replace(run, start_time=span[0], completion_time=span[1])
+                pods = self.cache.pods_ended(namespace, run.job_name)
+                if pods is None:
+                    listed = await self._list_pods(namespace, run.job_name)
+                    pods = pods_ended([p for p in map(pod_ended, listed) if p is not None])
+                if pods is not None:
+                    run = replace(run, start_time=pods.start, completion_time=pods.end,
+                                  message=pods.summary or run.message)  # fmt: skip
             timed.append(run)
         return timed
 
     async def _list_pods(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
         try:
-            return await self.kube.list_pods(namespace, f"{JOB_NAME_LABEL}={job_name}")
+            return await self.kube.list_pods(namespace, f"{cj.JOB_NAME_LABEL}={job_name}")
         except ApiException as error:
             raise Retry(
                 f"reading the Pods of Job {job_name}: {api_error_message(error)}",

@@ -24,14 +24,15 @@ from typing import Any
 
 from sundial.backend import Key
 from sundial.planning.cronjob import (
+    JOB_NAME_LABEL,
     REQUEST_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
     SCHEDULEDJOB_LABEL,
     slot_from_job_name,
 )
 from sundial.planning.missed import JobRecord
-from sundial.planning.runs import pod_span
 from sundial.planning.schedule import parse_time
+from sundial.planning.summaries import PodsEnded, pod_ended, pods_ended
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
 SEEN_SLOTS_KEPT = timedelta(days=2)
@@ -40,8 +41,6 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 MAX_TOMBSTONES = 10_000
 # Deleted Jobs kept per owner until the status lists their runs (bounded either way).
 MAX_DEPARTED_PER_OWNER = 16
-# The Job controller's label on each Pod it makes (Kubernetes 1.27+).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # kubectl's client-side apply keeps the whole applied object in this annotation.
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -210,9 +209,9 @@ class WatchCache:
         # Deleted Jobs let go beyond MAX_DEPARTED_PER_OWNER before a status listed their
         # runs: runs never seen, stated in status (unseenRuns), never silently dropped.
         self._unseen: dict[Key, int] = {}
-        # When each ended Pod of a Job ran, by Job (namespace, name) and Pod name: the
-        # run's times, without listing its Pods (podwatch.py).
-        self._pod_spans: dict[Key, dict[str, tuple[datetime, datetime]]] = {}
+        # When each ended Pod of a Job ran and what it said, by Job (namespace, name) and
+        # Pod name: the run's times and summary, without listing its Pods (podwatch.py).
+        self._pod_spans: dict[Key, dict[str, PodsEnded]] = {}
         self.watching_since = datetime.now(UTC)
 
     # ---- fed by list and watch -------------------------------------------------------
@@ -290,10 +289,11 @@ class WatchCache:
         return owner_key(obj)
 
     def put_pod(self, obj: dict[str, Any]) -> None:
-        """An ended Pod of a Sundial Job: when it ran (its start, its last container's end)."""
+        """An ended Pod of a Sundial Job: when it ran (its start, its last container's end)
+        and the summary it left in its termination message."""
         meta = obj.get("metadata") or {}
         job_name = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
-        span = pod_span([obj])
+        span = pod_ended(obj)
         if job_name and span is not None:
             self._pod_spans.setdefault((meta.get("namespace", ""), job_name), {})[
                 meta.get("name", "")
@@ -312,14 +312,19 @@ class WatchCache:
             if not spans:
                 del self._pod_spans[job]
 
-    def pod_span(self, namespace: str, job_name: str) -> tuple[datetime, datetime] | None:
-        """When the Job's Pods ran, if the Pods seen ended are all that ended (its
-        succeeded and failed counts); None otherwise: then they are listed."""
+    def pods_ended(self, namespace: str, job_name: str) -> PodsEnded | None:
+        """When the Job's Pods ran and what the last said, if the Pods seen ended are all
+        that ended (its succeeded and failed counts); None otherwise: then they are listed."""
         spans = self._pod_spans.get((namespace, job_name))
         entry = self._jobs.objects.get((namespace, job_name))
         if not spans or entry is None or len(spans) < entry["record"].pods_ended:
             return None
-        return min(s for s, _ in spans.values()), max(e for _, e in spans.values())
+        return pods_ended(list(spans.values()))
+
+    def pod_span(self, namespace: str, job_name: str) -> tuple[datetime, datetime] | None:
+        """When the Job's Pods ran (pods_ended's times)."""
+        ended = self.pods_ended(namespace, job_name)
+        return (ended.start, ended.end) if ended is not None else None
 
     def prune_pods(self, listed: set[tuple[str, str]], namespace: str | None = None) -> None:
         """After a fresh listing of the ended Pods ((namespace, Pod name) pairs) of one

@@ -64,7 +64,9 @@ def test_sample_becomes_a_cronjob_and_a_filled_row(
     assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (1, 3)
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env == {"LOG_LEVEL": "info", "MODE": "cron", "CRON_JOB": "send-invoices"}
+    # SUNDIAL_JOB_NAME comes from the downward API (valueFrom): what the run's Pod is told.
+    assert env == {"LOG_LEVEL": "info", "MODE": "cron", "CRON_JOB": "send-invoices",
+                   "SUNDIAL_JOB_NAME": None, "SUNDIAL_CRONJOB": "send-invoices"}  # fmt: skip
     assert pod["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
     owner = cj["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"], owner["controller"]) == (

@@ -16,6 +16,20 @@ from sundial.planning.cronjob import (
     spec_in_step,
 )
 
+# What every container is told about its run (test_run_context_env.py has the details).
+RUN_ENV = [
+    {
+        "name": "SUNDIAL_JOB_NAME",
+        "valueFrom": {
+            "fieldRef": {
+                "apiVersion": "v1",
+                "fieldPath": "metadata.labels['batch.kubernetes.io/job-name']",
+            }
+        },
+    },
+    {"name": "SUNDIAL_CRONJOB", "value": "invoices"},
+]
+
 
 def scheduledjob(**spec: Any) -> ScheduledJob:
     spec.setdefault("schedule", "*/5 * * * *")
@@ -47,6 +61,7 @@ def test_shorthand_renders_a_one_shot_job_with_the_cron_env() -> None:
     assert container["env"] == [
         {"name": "MODE", "value": "cron"},
         {"name": "CRON_JOB", "value": "invoices"},
+        *RUN_ENV,
     ]
 
 
@@ -117,7 +132,7 @@ def test_every_spec_field_is_mapped() -> None:
     (container,) = pod["containers"]
     assert container["command"] == ["run"]
     assert container["args"] == ["--fast"]
-    assert container["env"] == [{"name": "A", "value": "1"}]
+    assert container["env"] == [{"name": "A", "value": "1"}, *RUN_ENV]
     assert container["envFrom"] == [{"secretRef": {"name": "s"}}]
     assert container["resources"] == {"limits": {"cpu": "1"}}
 
@@ -136,7 +151,9 @@ def test_full_template_is_copied_and_labelled() -> None:
     rendered = manifest["spec"]["jobTemplate"]
     labels = {"app.kubernetes.io/managed-by": "sundial", SCHEDULEDJOB_LABEL: "invoices"}
     # The Pods too carry the label: the Pod watch selects them by it.
-    pod_template = {**template["spec"]["template"], "metadata": {"labels": labels}}
+    containers = [{"name": "x", "image": "i", "env": RUN_ENV}]
+    pod_spec = {"restartPolicy": "OnFailure", "containers": containers}
+    pod_template = {"spec": pod_spec, "metadata": {"labels": labels}}
     assert rendered["spec"] == {**template["spec"], "template": pod_template}
     assert rendered["metadata"]["labels"] == {"team": "a", **labels}
     assert template["metadata"]["labels"] == {"team": "a"}, "the input is not modified"

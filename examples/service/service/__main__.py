@@ -1,8 +1,9 @@
 """One image, several ways to run it, chosen by MODE.
 
-MODE=cron CRON_JOB=<name>   run that one job once: exit 0 on success, 1 on failure,
-                            2 for a name the service does not know
+MODE=cron CRON_JOB=<name>   run that one job once (sundial-cron): exit 0 on success, 1 on
+                            failure, 2 for a name the service does not know, 143 on SIGTERM
 MODE=serve (default)        the long-running service (here: a heartbeat)
+run NAME | list | check PATH...   the same library's command line (check: CI)
 """
 
 from __future__ import annotations
@@ -10,36 +11,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 
-from service.jobs import JOBS
+from sundial_cron import main as cron_main
 
-
-def run_cron_job(name: str) -> int:
-    job = JOBS.get(name)
-    if job is None:
-        known = ", ".join(sorted(JOBS)) or "none"
-        print(f"error: no job named {name!r} (CRON_JOB); known jobs: {known}", file=sys.stderr)
-        return 2
-    print(f"running job {name}", flush=True)
-    try:
-        job()
-    except Exception:
-        traceback.print_exc()
-        print(f"job {name} failed", file=sys.stderr)
-        return 1
-    print(f"job {name} succeeded", flush=True)
-    return 0
+from service.jobs import jobs
 
 
 def main() -> int:
     mode = os.environ.get("MODE", "serve")
-    if mode == "cron":
-        name = os.environ.get("CRON_JOB", "")
-        if not name:
-            print("error: MODE=cron needs CRON_JOB=<job name>", file=sys.stderr)
-            return 2
-        return run_cron_job(name)
+    if mode == "cron" or sys.argv[1:]:
+        return cron_main(jobs)
     if mode == "serve":
         while True:
             print("serving", flush=True)

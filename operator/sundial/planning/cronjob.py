@@ -24,6 +24,19 @@ REQUEST_ANNOTATION = f"{GROUP}/request"
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 300
 CONTAINER_NAME = "job"
 
+# What a run's Pod is told about its run (docs/cron-library.md; the sundial-cron library
+# reads them). Every container of every Job gets the Job's name, from the label the Job
+# controller puts on its Pods, and the CronJob's name: a CronJob's Job is named
+# `<cronjob>-<slot in minutes since the epoch>`, so the two give the slot. The Jobs Sundial
+# makes itself (run now, backfill) also get the slot and the request, as values. A name the
+# user's template sets is left as the user set it.
+RUN_ENV_JOB_NAME = "SUNDIAL_JOB_NAME"
+RUN_ENV_CRONJOB = "SUNDIAL_CRONJOB"
+RUN_ENV_SLOT = "SUNDIAL_SLOT"
+RUN_ENV_REQUEST = "SUNDIAL_REQUEST"
+# The Job controller's label on each Pod it makes (Kubernetes 1.27+).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
 
 def cronjob_name(scheduledjob_name: str) -> str:
     """The CronJob keeps the ScheduledJob's name, so `kubectl create job --from=cronjob/<n>`
@@ -214,8 +227,27 @@ def job_template(sj: ScheduledJob) -> dict[str, Any]:
         raise ValueError("backend kubernetes needs spec.job")
     labels = _labels(sj)
     if job.template is not None:
-        return _full_job_template(job.template, labels)
-    return _shorthand_job_template(job, labels)
+        rendered = _full_job_template(job.template, labels)
+    else:
+        rendered = _shorthand_job_template(job, labels)
+    job_name = {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}
+    }
+    _add_env(rendered, [
+        {"name": RUN_ENV_JOB_NAME, "valueFrom": job_name},
+        {"name": RUN_ENV_CRONJOB, "value": cronjob_name(sj.metadata.name)},
+    ])  # fmt: skip
+    return rendered
+
+
+def _add_env(job: dict[str, Any], added: list[dict[str, Any]]) -> None:
+    """Appends `added` to the env of each container of the Job (template) `job`, in place,
+    but a name the container already sets: the user's own value stands."""
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        env = list(container.get("env") or [])
+        present = {item.get("name") for item in env}
+        container["env"] = env + [item for item in added if item["name"] not in present]
 
 
 def spec_hash(manifest: dict[str, Any]) -> str:
@@ -299,11 +331,13 @@ def requested_job(
     """A Job from the CronJob's template for a run somebody asked for (run now, backfill),
     made as the CronJob controller makes its own: a controller owner reference to the
     CronJob (so its history limits count it, and it goes with the CronJob) and the
-    scheduled-timestamp annotation (so it is a slot's run, marked by request_label)."""
+    scheduled-timestamp annotation (so it is a slot's run, marked by request_label); its
+    Pods are told the slot and the request (RUN_ENV_SLOT, RUN_ENV_REQUEST)."""
     template = cronjob["spec"]["jobTemplate"]
     meta = template.get("metadata") or {}
     owner = cronjob["metadata"]
-    return {
+    scheduled = slot.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -312,9 +346,7 @@ def requested_job(
             "labels": dict(meta.get("labels") or {}),
             "annotations": {
                 **(meta.get("annotations") or {}),
-                SCHEDULED_TIMESTAMP_ANNOTATION: slot.astimezone(UTC).isoformat().replace(
-                    "+00:00", "Z"
-                ),
+                SCHEDULED_TIMESTAMP_ANNOTATION: scheduled,
                 REQUEST_ANNOTATION: request_label,
             },
             "ownerReferences": [{
@@ -324,3 +356,8 @@ def requested_job(
         },
         "spec": copy.deepcopy(template["spec"]),
     }  # fmt: skip
+    _add_env(job, [
+        {"name": RUN_ENV_SLOT, "value": scheduled},
+        {"name": RUN_ENV_REQUEST, "value": request_label},
+    ])  # fmt: skip
+    return job
