@@ -24,7 +24,7 @@ from sundial.leader import LeaderElector
 class Health:
     elector: LeaderElector | None = None
     cache_filled: bool = False
-    # Why the first listing failed last, while it is tried again (handlers.fill_cache).
+    # Why the first listing failed last, while it is tried again (relist.fill_cache).
     cache_problem: str | None = None
     clock: Callable[[], float] = field(default=time.monotonic)
 

@@ -353,7 +353,7 @@ def test_kopf_builds_no_diff_base_for_sundials_events(monkeypatch: pytest.Monkey
 def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batches() -> None:
     """Putting thousands of listed objects in the cache at a go held the event loop for a
     tenth of a second and more: watch events and the lag sampler waited behind it."""
-    from sundial.handlers import RELIST_BATCH, relist
+    from sundial.relist import RELIST_BATCH, relist
 
     class Listing(QuietKube):
         async def list_pages(self, kind: str, *_: object) -> AsyncIterator[list[dict[str, Any]]]:
@@ -389,7 +389,7 @@ def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batch
 def test_a_relist_takes_a_page_into_the_cache_before_it_asks_for_the_next() -> None:
     """The whole listing held at once (every object with its managedFields) raised the
     operator's memory by some 70 MiB every ten minutes at 5,000 objects."""
-    from sundial.handlers import relist
+    from sundial.relist import relist
 
     cache = WatchCache()
     cached_when_asked: list[int] = []
@@ -415,7 +415,7 @@ def test_a_namespace_the_apiserver_refuses_does_not_stop_the_listing_of_the_othe
     its listings are refused (403) from then on; that failed the whole re-list, and the
     start-up listing for good. The others are listed still, what the cache holds of the
     refused one is left as it was, and only all of them refused is a failed listing."""
-    from sundial.handlers import relist
+    from sundial.relist import relist
     from sundial.kube import ApiException
 
     asked: list[tuple[str, list[str]]] = []

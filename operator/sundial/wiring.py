@@ -1,0 +1,136 @@
+"""The object graph: what the operator is made of and how its parts are joined, built once
+at start-up and taken apart at the end (as kubebuilder's cmd/main.go or gafaelfawr's
+startup module do). kopf's start-up and clean-up handlers call `start` and `stop`; the
+parts are kept in kopf's memo, where the event handlers find the cache and the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from sundial.backend import Key
+from sundial.collector import collect_every, collect_on_a_timer
+from sundial.config import OperatorConfig
+from sundial.connections import ConnectionResolver
+from sundial.events import EventRecorder
+from sundial.kube import KubeClient, load_api_client
+from sundial.kubernetes_backend import KubernetesBackend
+from sundial.metrics import Metrics
+from sundial.planning.selector import parse_selector
+from sundial.podwatch import PodWatch
+from sundial.reconcile import Reconciler
+from sundial.relist import fill_cache, keep_relisting
+from sundial.temporal import RequestBudget, Temporal
+from sundial.temporal_backend import TemporalBackend, temporal_lane
+from sundial.temporal_watch import ScheduleWatch
+from sundial.watchcache import WatchCache
+from sundial.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+async def start(memo: kopf.Memo) -> None:
+    """Build everything, fill the cache, start the workers and the background tasks."""
+    # __main__ read it already; `kopf run` of the handlers module reads it here.
+    config: OperatorConfig = memo.get("config") or OperatorConfig.from_env()
+    kube = KubeClient(load_api_client(config.kubeconfig, memo.get("identity")))
+    # __main__ serves /metrics before the election (a standby is scraped too); `kopf run`
+    # of the handlers module serves it here.
+    metrics: Metrics | None = memo.get("metrics")
+    if metrics is None:
+        metrics = memo.metrics = Metrics()
+        if config.metrics_port:
+            metrics.serve(config.metrics_port)
+    memo.exits = exits = contextlib.ExitStack()
+    exits.enter_context(metrics.watching_gc())
+    memo.cache = cache = WatchCache()
+    memo.selector = parse_selector(config.label_selector)
+    # Passes that wait on one Temporal connection are capped below the workers: the rest
+    # keep serving everything else however slow that Temporal or its budget is.
+    per_connection = config.temporal_connections_per_address or max(1, config.workers // 2)
+    memo.queue = queue = WorkQueue[Key](
+        max_backoff=60.0,
+        lane_of=lambda key: temporal_lane(cache.scheduledjob(key), config.default_connection),
+        lane_limit=per_connection,
+        # However many connections: half the workers always serve everything else.
+        lanes_limit=max(1, config.workers // 2),
+    )
+    # kopf starts watching only after start-up handlers: the cache is complete before
+    # the first reconcile, so no pass mistakes "not listed yet" for "missing".
+    began = time.monotonic()
+    await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"))
+    log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
+             len(cache.scheduledjob_keys()))  # fmt: skip
+    if "health" in memo:
+        memo.health.cache_filled = True
+    for key in cache.scheduledjob_keys():
+        queue.add(key)
+    collect_on_a_timer()
+
+    events = EventRecorder(kube)
+    budget = RequestBudget(config.temporal_requests_per_second, on_request=metrics.temporal_request)
+    temporal = Temporal(budget, per_address=per_connection)
+    connections = ConnectionResolver(
+        kube,
+        default_connection=config.default_connection,
+        cluster_resource_namespace=config.cluster_resource_namespace,
+        refresh_seconds=config.connection_refresh_seconds,
+        on_replaced=temporal.forget,
+    )
+    watch = ScheduleWatch(
+        temporal, queue.add_after, prefix=config.schedule_id_prefix,
+        interval=config.temporal_list_seconds,
+    ) if config.temporal_list_seconds else None  # fmt: skip
+    memo.reconciler = reconciler = Reconciler(
+        kube=kube,
+        cache=cache,
+        events=events,
+        metrics=metrics,
+        kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
+        temporal=TemporalBackend(
+            kube=kube,
+            temporal=temporal,
+            events=events,
+            config=config,
+            connections=connections,
+            watch=watch,
+        ),
+    )
+    memo.grace = config.shutdown_grace_seconds
+    memo.workers = [
+        asyncio.create_task(queue.run_worker(metrics.measured(reconciler)), name=f"worker-{i}")
+        for i in range(config.workers)
+    ]
+    memo.tasks = [
+        asyncio.create_task(queue.run_timer(), name="sundial-timer"),
+        asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
+        asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
+        asyncio.create_task(PodWatch(kube, cache, config.namespaces).run(), name="sundial-pods"),
+        asyncio.create_task(collect_every(), name="sundial-gc"),
+    ]
+    if watch is not None:
+        memo.tasks.append(asyncio.create_task(watch.run(), name="sundial-schedule-watch"))
+
+
+async def stop(memo: kopf.Memo) -> None:
+    """The passes in flight finish (within the grace), unless leadership was lost: then
+    nothing more may be written, and the new leader runs them again."""
+    workers: list[asyncio.Task[None]] = memo.get("workers", [])
+    if workers and not memo.get("abandon"):
+        memo.queue.close()
+        _finished, still_running = await asyncio.wait(workers, timeout=memo.grace)
+        if still_running:
+            log.warning(
+                "%d passes still running after %.0fs are cancelled", len(still_running), memo.grace
+            )
+    tasks: list[asyncio.Task[Any]] = [*workers, *memo.get("tasks", [])]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if "exits" in memo:
+        memo.exits.close()
