@@ -200,9 +200,11 @@ class ScheduledJobStatus(ApiModel):
     )
     unseen_runs: int | None = Field(
         default=None,
-        description="Runs that ended unseen: their Jobs were deleted (a TTL, many at once) "
-        "and let go before a pass read them. Not in the streaks, lastSuccessfulTime, "
-        "lastFailedTime or sundial_runs_total: the gap, stated.",
+        description="Runs that ended unseen: kubernetes, their Jobs were deleted (a TTL, "
+        "many at once) before a pass read them; temporal, the schedule took more actions "
+        "than the executions Temporal still keeps (retention). Not in the streaks, "
+        "lastSuccessfulTime, lastFailedTime or sundial_runs_total "
+        "(sundial_unseen_runs_total counts them): the gap, stated.",
     )
     seen_actions: int | None = Field(
         default=None,
