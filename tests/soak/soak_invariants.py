@@ -111,6 +111,45 @@ def attribute_backfills(runs: Iterable[Run], backfills: Iterable[Backfill]) -> l
     return attributed
 
 
+def attribute_run_nows(
+    runs: Iterable[Run], requests: Iterable[tuple[ObjectRef, str, datetime]]
+) -> tuple[list[Run], list[str]]:
+    """Temporal's runs of a trigger (a run now) carry no request either, and Temporal names
+    them by the second they were triggered in: two requests acted on within one second are
+    one slot and one workflow id. A workflow execution with no request whose slot is not on
+    a minute (the soak's schedules are all on minutes) is a trigger: each must be matched,
+    in the order they started, to a run-now request of its object written before it
+    started and not already run (by a Job carrying its label, or an earlier trigger).
+    Returns the runs with triggers labelled by their request, and the triggers left over
+    (a request acted on twice, or a run nobody asked for: invariant 1)."""
+    runs = list(runs)
+    by_jobs = {(run.obj, run.request) for run in runs if run.request}
+    pending: dict[ObjectRef, list[tuple[datetime, str]]] = defaultdict(list)
+    for obj, label, written in requests:
+        if (obj, label) not in by_jobs:
+            pending[obj].append((written, label))
+    for waiting in pending.values():
+        waiting.sort()
+    triggers = sorted(
+        (run for run in runs if run.request is None and run.what.startswith("workflow/")
+         and run.started is not None and (run.slot.second or run.slot.microsecond)),
+        key=lambda run: (run.started, run.what),
+    )  # fmt: skip
+    labelled: dict[str, Run] = {}
+    problems = []
+    for run in triggers:
+        assert run.started is not None
+        waiting = pending[run.obj]
+        match = next((i for i, (written, _) in enumerate(waiting) if written <= run.started), None)
+        if match is None:
+            slot = run.slot.isoformat()
+            problems.append(f"{run.obj[0]}/{run.obj[1]} run {run.what} (slot {slot}): "
+                            "a run now with no request of its own")  # fmt: skip
+            continue
+        labelled[run.what] = replace(run, request=waiting.pop(match)[1])
+    return [labelled.get(run.what, run) for run in runs], problems
+
+
 def wrong_states(state: Sampled, grace: float) -> list[str]:
     """What is wrong with one object in one sample: "both" (a CronJob and a schedule, or two
     schedules, active: invariant 2a), "neither" (nothing active while Ready=True for its

@@ -35,6 +35,7 @@ from soak_invariants import (
     Run,
     Sampled,
     attribute_backfills,
+    attribute_run_nows,
     foreign_writes,
     mix_verdict,
     not_recovered,
@@ -129,6 +130,8 @@ class Soak:
         self.clients: dict[str, Client] = {"default": temporal.client}
         self._workers: list[asyncio.Task[None]] = []
         self.backfills: list[Backfill] = []
+        self.run_nows: list[tuple[ObjectRef, str, datetime]] = []  # (object, label, written)
+        self.trigger_problems: list[str] = []  # Temporal runs of no run-now of their own
         self.unlabelled: dict[str, float] = {}  # namespace -> when its label was taken away
         self.foreign_cronjobs: set[ObjectRef] = set()  # made by the soak, never adopted
         self.foreign_schedules: dict[ObjectRef, datetime] = {}  # the same: id -> created at
@@ -312,6 +315,7 @@ class Soak:
     def run_now(self) -> str:
         ref = self._pick()
         self.serial += 1
+        self.run_nows.append((ref, f"RunNow/soak-{self.serial}", datetime.now(UTC)))
         self.kubectl.run("annotate", "--overwrite", "scheduledjob", ref[1], "-n", ref[0],
                          f"sundial.dev/run-now=soak-{self.serial}")  # fmt: skip
         self._note(f"run now {ref[0]}/{ref[1]} soak-{self.serial}")
@@ -571,7 +575,8 @@ class Soak:
 
     def _collect_workflows(self) -> None:
         """Every execution Temporal lists for each object's schedule, in both Temporal
-        namespaces; those of the soak's backfills told by their range and start."""
+        namespaces; those of the soak's backfills told by their range and start, those of
+        its run-now requests matched to them (soak_invariants)."""
 
         async def collect() -> list[Run]:
             runs = []
@@ -588,6 +593,7 @@ class Soak:
         for run in self.temporal.run(collect, 120):
             self.observed.runs[run.what] = run
         runs = attribute_backfills(self.observed.runs.values(), self.backfills)
+        runs, self.trigger_problems = attribute_run_nows(runs, self.run_nows)
         self.observed.runs = {run.what: run for run in runs}
 
     # -- the end: recovered, then nothing left
@@ -708,6 +714,7 @@ class Soak:
     def report(self) -> dict[str, Any]:
         violations = {**verdict(self.observed, PERSIST_SECONDS),
                       **mix_verdict(self.observed, PERSIST_SECONDS)}  # fmt: skip
+        violations["1 one run per slot and request"] += self.trigger_problems
         runs = Counter(
             f"{run.what.split('/')[0]} {(run.request or 'scheduled').split('/')[0]}"
             for run in self.observed.runs.values()

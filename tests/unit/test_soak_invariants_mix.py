@@ -12,6 +12,7 @@ from soak.soak_invariants import (
     Run,
     Sampled,
     attribute_backfills,
+    attribute_run_nows,
     duplicate_runs,
     foreign_writes,
     mix_verdict,
@@ -184,3 +185,38 @@ def test_the_forbid_hold_across_a_switch_is_not_neither_but_only_while_a_job_run
     held = sampled(schedules_running=0, held=True)
     assert wrong_states(held, GRACE) == []
     assert wrong_states(sampled(schedules_running=0, held=False), GRACE) == ["neither"]
+
+
+def test_temporal_triggers_are_matched_to_distinct_earlier_run_now_requests() -> None:
+    # Two run-now requests acted on within one second: Temporal names both runs by the
+    # second (one slot, one workflow id); each is its own request's run, not a duplicate.
+    first, second = NOW, NOW + timedelta(seconds=1)
+    slot = NOW + timedelta(seconds=1, microseconds=0)
+    runs = [
+        Run(OBJ, SLOT, "workflow/w-0300/1", started=SLOT),  # scheduled: on the minute
+        Run(OBJ, slot.replace(second=5), "workflow/t/1", started=second + timedelta(seconds=4)),
+        Run(OBJ, slot.replace(second=5), "workflow/t/2", started=second + timedelta(seconds=4)),
+        Run(OBJ, SLOT, "job/r1", request="RunNow/soak-3"),  # the kubernetes backend's
+    ]
+    requests = [(OBJ, "RunNow/soak-1", first), (OBJ, "RunNow/soak-2", second),
+                (OBJ, "RunNow/soak-3", first)]  # fmt: skip
+    attributed, problems = attribute_run_nows(runs, requests)
+    assert problems == []
+    assert sorted(str(r.request) for r in attributed) == [
+        "None",
+        "RunNow/soak-1",
+        "RunNow/soak-2",
+        "RunNow/soak-3",
+    ]
+    assert duplicate_runs(attributed) == []
+    # A third trigger with no request left for it: a request acted on twice.
+    extra = Run(OBJ, slot.replace(second=9), "workflow/t/3", started=second + timedelta(seconds=8))
+    _, problems = attribute_run_nows([*runs, extra], requests)
+    assert problems == [
+        "soak-a/soak-1 run workflow/t/3 (slot 2026-12-06T03:10:09+00:00): a run now with no "
+        "request of its own"
+    ]
+    # A trigger before any request was written is none of the soak's requests either.
+    early = Run(OBJ, NOW.replace(second=30) - timedelta(minutes=5), "workflow/t/0",
+                started=NOW - timedelta(minutes=5))  # fmt: skip
+    assert len(attribute_run_nows([early], requests)[1]) == 1
