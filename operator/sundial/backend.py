@@ -1,5 +1,5 @@
-"""What a reconcile pass and the two backends share: the cache they read, what a backend
-returns, and the error for problems only a spec change can fix."""
+"""What a reconcile pass and the two backends share: the cache they read and what a backend
+returns (their errors are errors.py's)."""
 
 from __future__ import annotations
 
@@ -66,23 +66,3 @@ class Outcome:
     new_runs: list[MissedRun]
     # The runs' history this pass built (None: no backend in step to say).
     history: RunHistory | None = None
-
-
-class SpecProblem(Exception):
-    """Only a change to the spec (or to a Secret it names) can fix this. `observed`: what
-    the backend in place was seen to do in the same pass (a schedule paused because its
-    connection was taken away), for the status beside the problem."""
-
-    def __init__(
-        self,
-        reason: str,
-        message: str,
-        retry_after: float | None = None,
-        *,
-        observed: Outcome | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.retry_after = retry_after
-        self.observed = observed

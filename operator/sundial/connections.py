@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from sundial.api import reasons
 from sundial.api.connection_models import (
     CLUSTER_CONNECTION_KIND,
     CLUSTER_CONNECTION_PLURAL,
@@ -27,11 +28,10 @@ from sundial.api.connection_models import (
     TemporalConnectionSpec,
 )
 from sundial.api.models import ConnectionRef, ScheduledJob
-from sundial.backend import SpecProblem
-from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found, refusal_reason
+from sundial.errors import Retry, SpecProblem, api_retry
+from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.planning.connection_policy import refusal
 from sundial.temporal import Connection
-from sundial.workqueue import Retry
 
 # A connection or Secret that is missing is looked for again this often.
 MISSING_RETRY_SECONDS = 30.0
@@ -145,7 +145,9 @@ class ConnectionResolver:
         why = refusal(sj, ref, entry.spec, labels)
         if why is not None:
             # Nothing is sent over a connection the object may not use.
-            raise SpecProblem("ConnectionNotAllowed", why, retry_after=MISSING_RETRY_SECONDS)
+            raise SpecProblem(
+                reasons.CONNECTION_NOT_ALLOWED, why, retry_after=MISSING_RETRY_SECONDS
+            )
         return Resolved(ref, entry.connection)
 
     async def _read(
@@ -161,9 +163,7 @@ class ConnectionResolver:
                     CONNECTION_PLURAL, ref.name, sj.metadata.namespace
                 )
         except ApiException as error:
-            raise Retry(
-                f"reading {what}: {api_error_message(error)}", refusal_reason(error)
-            ) from None
+            raise api_retry(error, f"reading {what}") from None
         if body is None:
             where = "" if cluster else f" in namespace {sj.metadata.namespace}"
             hint = (
@@ -172,7 +172,7 @@ class ConnectionResolver:
                 else "create it, or name another in spec.temporalConnectionRef"
             )
             raise SpecProblem(
-                "ConnectionNotFound", f"{what} does not exist{where}: {hint}",
+                reasons.CONNECTION_NOT_FOUND, f"{what} does not exist{where}: {hint}",
                 MISSING_RETRY_SECONDS,
             )  # fmt: skip
         model = ClusterTemporalConnectionSpec if cluster else TemporalConnectionSpec
@@ -180,7 +180,7 @@ class ConnectionResolver:
             spec = model.model_validate(body.get("spec") or {})
         except ValidationError as error:
             raise SpecProblem(
-                "InvalidConnection", f"{what} is not valid: {error.errors()[0]['msg']}",
+                reasons.INVALID_CONNECTION, f"{what} is not valid: {error.errors()[0]['msg']}",
                 MISSING_RETRY_SECONDS,
             ) from None  # fmt: skip
         secrets_namespace = self._secret_namespace if cluster else sj.metadata.namespace
@@ -202,7 +202,7 @@ class ConnectionResolver:
             cert, key, ca = (_decoded(data, k) for k in ("tls.crt", "tls.key", "ca.crt"))
             if (cert is None) != (key is None) or (cert is None and ca is None):
                 raise SpecProblem(
-                    "InvalidSecret",
+                    reasons.INVALID_SECRET,
                     f"Secret {spec.tls.secret_ref.name} of {what} needs ca.crt, or tls.crt "
                     "and tls.key (mutual TLS), or all three",
                     MISSING_RETRY_SECONDS,
@@ -213,7 +213,7 @@ class ConnectionResolver:
             value = _decoded(await self._secret(ref, what, namespace), name)
             if value is None or not value.strip():
                 raise SpecProblem(
-                    "InvalidSecret", f"Secret {ref.name} of {what} has no key {name}",
+                    reasons.INVALID_SECRET, f"Secret {ref.name} of {what} has no key {name}",
                     MISSING_RETRY_SECONDS,
                 )  # fmt: skip
             api_key = value.decode().strip()
@@ -234,14 +234,11 @@ class ConnectionResolver:
         except ApiException as error:
             if is_not_found(error):
                 raise SpecProblem(
-                    "SecretNotFound",
+                    reasons.SECRET_NOT_FOUND,
                     f"Secret {ref.name} named by {what} does not exist in namespace {namespace}",
                     MISSING_RETRY_SECONDS,
                 ) from None
-            raise Retry(
-                f"reading Secret {ref.name} of {what}: {api_error_message(error)}",
-                refusal_reason(error),
-            ) from None
+            raise api_retry(error, f"reading Secret {ref.name} of {what}") from None
         return data
 
     async def _labels(self, namespace: str) -> dict[str, str]:
@@ -251,10 +248,7 @@ class ConnectionResolver:
         try:
             labels = await self._kube.namespace_labels(namespace)
         except ApiException as error:
-            raise Retry(
-                f"reading namespace {namespace}: {api_error_message(error)}",
-                refusal_reason(error),
-            ) from None
+            raise api_retry(error, f"reading namespace {namespace}") from None
         self._namespace_labels[namespace] = (self._clock(), labels)
         return labels
 

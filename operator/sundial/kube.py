@@ -73,12 +73,6 @@ def is_invalid(error: BaseException) -> bool:
     return isinstance(error, ApiException) and error.status in (400, 422)
 
 
-def refusal_reason(error: ApiException) -> str:
-    """The Ready reason for a write the apiserver refused for now (RBAC, a quota, an
-    admission webhook or policy: 403; credentials: 401), else it was unavailable."""
-    return {401: "Unauthorized", 403: "Forbidden"}.get(error.status or 0, "BackendUnavailable")
-
-
 def api_error_message(error: ApiException) -> str:
     try:
         message = json.loads(error.body or "{}").get("message")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from sundial.api import reasons
 from sundial.api.models import (
     MissedRun,
     RequestStatus,
@@ -14,7 +15,8 @@ from sundial.api.models import (
     ScheduledJob,
     ScheduledJobSpec,
 )
-from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
+from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome
+from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import (
     ApiException,
@@ -22,7 +24,6 @@ from sundial.kube import (
     api_error_message,
     is_invalid,
     is_not_found,
-    refusal_reason,
 )
 from sundial.ownwrites import OwnWrites
 from sundial.planning import cronjob as cj
@@ -50,7 +51,6 @@ from sundial.planning.schedule import (
 )
 from sundial.planning.summaries import pod_ended, pods_ended
 from sundial.watchcache import job_record, without_bookkeeping
-from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class KubernetesBackend:
             try:
                 live = await self.kube.read_cronjob(*key)
             except ApiException as error:
-                raise Retry(f"reading the CronJob: {api_error_message(error)}") from None
+                raise api_retry(error, "reading the CronJob") from None
             if live is None:
                 return None
         if cj.is_owned_by(live, sj):
@@ -109,7 +109,7 @@ class KubernetesBackend:
         name = live["metadata"]["name"]
         if not cj.adoption_requested(sj, name):
             raise SpecProblem(
-                "CronJobExists",
+                reasons.CRONJOB_EXISTS,
                 f"a CronJob named {name} already exists in {key[0]} and was not made by "
                 "this ScheduledJob; Sundial leaves it alone. Rename the ScheduledJob, "
                 f"delete that CronJob, or adopt it: `kubectl annotate scheduledjob {key[1]} "
@@ -231,10 +231,7 @@ class KubernetesBackend:
         try:
             return await self.kube.list_pods(namespace, f"{cj.JOB_NAME_LABEL}={job_name}")
         except ApiException as error:
-            raise Retry(
-                f"reading the Pods of Job {job_name}: {api_error_message(error)}",
-                refusal_reason(error),
-            ) from None
+            raise api_retry(error, f"reading the Pods of Job {job_name}") from None
 
     async def _beyond_cache(
         self, sj: ScheduledJob, evidence: KubernetesEvidence
@@ -247,7 +244,7 @@ class KubernetesBackend:
             jobs = await self.kube.list_all("jobs", [namespace], f"{cj.SCHEDULEDJOB_LABEL}={name}")
             messages = await self.kube.cronjob_event_messages(namespace, name)
         except ApiException as error:
-            raise Retry(f"confirming missed runs: {api_error_message(error)}") from None
+            raise api_retry(error, "confirming missed runs") from None
         # Requested runs (run now, backfill) are no slot's, here as in the cache.
         listed = [r for r in map(job_record, jobs) if r is not None and r.requested is None]
         said = cj.controller_events(name, messages)
@@ -333,7 +330,7 @@ class KubernetesBackend:
         try:
             job = await self.kube.read_job(key[0], name)
         except ApiException as error:
-            raise Retry(f"reading Job {name}: {api_error_message(error)}") from None
+            raise api_retry(error, f"reading Job {name}") from None
         record = job_record(job) if job is not None else None
         return record is not None and record.finished_at is None
 
@@ -377,10 +374,7 @@ class KubernetesBackend:
                     await self.kube.set_job_ttl(key[0], name, cj.DEFAULT_TTL_SECONDS_AFTER_FINISHED)
                 except ApiException as error:
                     if not is_not_found(error):
-                        raise Retry(
-                            f"giving Job {name} a TTL: {api_error_message(error)}",
-                            refusal_reason(error),
-                        ) from None
+                        raise api_retry(error, f"giving Job {name} a TTL") from None
         await self.kube.delete_cronjob(*key, propagation="Orphan")
         await self.events.record(
             sj, "Normal", "BackendSwitched",
@@ -438,9 +432,10 @@ def _write_refused(error: ApiException, doing: str) -> SpecProblem | Retry:
     change helps), or it is refused or failed for now (retried, with the reason)."""
     if is_invalid(error):
         return SpecProblem(
-            "InvalidJobTemplate", f"the apiserver rejected the CronJob: {api_error_message(error)}"
+            reasons.INVALID_JOB_TEMPLATE,
+            f"the apiserver rejected the CronJob: {api_error_message(error)}",
         )
-    return Retry(f"{doing} the CronJob: {api_error_message(error)}", refusal_reason(error))
+    return api_retry(error, f"{doing} the CronJob")
 
 
 def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from sundial.api import reasons
 from sundial.api.models import MissedRun, ScheduledJobStatus
 from sundial.object_metrics import ObjectSeries, ObjectSeriesCollector, counted
 from sundial.planning.runs import RunHistory
@@ -24,7 +25,7 @@ Key = tuple[str, str]
 DURATION_BUCKETS = (1, 10, 60, 300, 900, 3600, 4 * 3600, float("inf"))
 DELAY_BUCKETS = (1, 5, 15, 60, 300, float("inf"))
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, float("inf"))
-WATCHED_CONDITIONS = ("RunsMissed", "RunsFailing", "RunTooLong")
+WATCHED_CONDITIONS = (reasons.RUNS_MISSED, reasons.RUNS_FAILING, reasons.RUN_TOO_LONG)
 
 
 class Metrics:

@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from sundial.api import reasons
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
 from sundial.planning import requests as rq
 from sundial.planning.schedule import ScheduleError, iso, parse_time, time_zone, timetable
@@ -174,7 +175,7 @@ def list_verb(session: Session, args: argparse.Namespace) -> int:
     rows = [header]
     for obj in sorted(items, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
         spec, st = obj.get("spec", {}), obj.get("status", {})
-        ready = _conditions(st).get("Ready", {})
+        ready = _conditions(st).get(reasons.READY, {})
         every = (spec.get("interval") or {}).get("every")
         rows.append([
             obj["metadata"]["namespace"], obj["metadata"]["name"],

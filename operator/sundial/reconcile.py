@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from sundial.api import reasons
 from sundial.api.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
-from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome, SpecProblem
+from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome
+from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message, is_not_found
+from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
@@ -30,7 +32,6 @@ from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.temporal import TemporalRejected, TemporalUnavailable
 from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.watchcache import resource_version
-from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,8 @@ RUN_EVENTS: dict[str, tuple[Literal["Normal", "Warning"], str, str]] = {
 
 # Event reasons when a run condition turns True, and back to False.
 RUN_CONDITION_EVENTS = {
-    st.RUNS_FAILING: ("RunsFailing", "RunsRecovered"),
-    st.RUN_TOO_LONG: ("RunTooLong", "RunDurationRecovered"),
+    reasons.RUNS_FAILING: ("RunsFailing", "RunsRecovered"),
+    reasons.RUN_TOO_LONG: ("RunTooLong", "RunDurationRecovered"),
 }
 
 
@@ -127,7 +128,9 @@ class Reconciler:
             raise
         except Exception as error:
             self.metrics.spec_problem(key, sj.spec.backend, None)
-            await self._report(sj, body, "InternalError", f"{type(error).__name__}: {error}", now)
+            await self._report(
+                sj, body, reasons.INTERNAL_ERROR, f"{type(error).__name__}: {error}", now
+            )
             raise
         self.metrics.spec_problem(key, sj.spec.backend, None)
 
@@ -226,7 +229,7 @@ class Reconciler:
         try:
             found = await self.kube.read_scheduledjob(*key)
         except ApiException as error:
-            raise Retry(f"reading the ScheduledJob: {api_error_message(error)}") from None
+            raise api_retry(error, "reading the ScheduledJob") from None
         if found is None:
             self.cache.remove_scheduledjob(key, sj.metadata.resource_version)
             raise _Gone
@@ -242,7 +245,7 @@ class Reconciler:
             await self.temporal.finalize(sj, now)
         except TemporalUnavailable as error:
             message = f"cannot delete the Temporal schedule yet, retrying: {error}"
-            await self._report(sj, body, "BackendUnavailable", message, now)
+            await self._report(sj, body, reasons.BACKEND_UNAVAILABLE, message, now)
             raise
         except SpecProblem as problem:
             await self._report(sj, body, problem.reason, problem.message, now)
@@ -258,16 +261,16 @@ class Reconciler:
         """Warning Events for what a healthy pass newly reports (once, not every pass)."""
         await self._announce_run_conditions(sj, new, now)
         await self._announce_requests(sj, new, now)
-        old_ready = st.find_condition(sj.status.conditions, st.READY)
-        new_ready = st.find_condition(new.conditions, st.READY)
+        old_ready = st.find_condition(sj.status.conditions, reasons.READY)
+        new_ready = st.find_condition(new.conditions, reasons.READY)
         old_message = old_ready.message if old_ready else ""
         if new_ready is None or new_ready.message == old_message:
             return
-        if new_ready.reason == st.PAUSED_IN_TEMPORAL and (
-            old_ready is None or old_ready.reason != st.PAUSED_IN_TEMPORAL
+        if new_ready.reason == reasons.PAUSED_IN_TEMPORAL and (
+            old_ready is None or old_ready.reason != reasons.PAUSED_IN_TEMPORAL
         ):
             await self.events.record(
-                sj, "Warning", st.PAUSED_IN_TEMPORAL, new_ready.message, now=now
+                sj, "Warning", reasons.PAUSED_IN_TEMPORAL, new_ready.message, now=now
             )
         if DAY_SEMANTICS_NOTE in new_ready.message and DAY_SEMANTICS_NOTE not in old_message:
             await self.events.record(
@@ -336,7 +339,7 @@ class Reconciler:
         except ApiException as error:
             if is_not_found(error):
                 return  # deleted meanwhile
-            raise Retry(f"writing status: {api_error_message(error)}") from None
+            raise api_retry(error, "writing status") from None
         finally:
             del self._writing[key]
         self._written_status.remember(key, written, new_document)
@@ -376,7 +379,7 @@ class Reconciler:
         minimal = ScheduledJob.model_validate(
             {"metadata": meta, "spec": {"schedule": "@daily"}, "status": _lenient_status(body)}
         )
-        await self._report(minimal, body, "InvalidSpec", message, now)
+        await self._report(minimal, body, reasons.INVALID_SPEC, message, now)
 
 
 def _with_requests(

@@ -29,7 +29,8 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
-from sundial.workqueue import Retry
+from sundial.api import reasons
+from sundial.errors import Retry
 
 RPC_TIMEOUT = timedelta(seconds=10)
 # Statuses of a schedule's action whose run has not been seen to end.
@@ -62,15 +63,15 @@ class TemporalRejected(Exception):
     """Temporal refused the request itself (INVALID_ARGUMENT and the like, or the
     credentials): a spec or connection problem. `reason` is the Ready reason."""
 
-    def __init__(self, message: str, reason: str = "TemporalRejected") -> None:
+    def __init__(self, message: str, reason: str = reasons.TEMPORAL_REJECTED) -> None:
         super().__init__(message)
         self.reason = reason
 
 
 # The credentials were refused: the connection's Secret, not the ScheduledJob, is wrong.
 _REFUSED_CREDENTIALS = {
-    RPCStatusCode.UNAUTHENTICATED: "Unauthenticated",
-    RPCStatusCode.PERMISSION_DENIED: "PermissionDenied",
+    RPCStatusCode.UNAUTHENTICATED: reasons.UNAUTHENTICATED,
+    RPCStatusCode.PERMISSION_DENIED: reasons.PERMISSION_DENIED,
 }
 
 
@@ -300,12 +301,12 @@ class Temporal:
             text = _first_line(error)
             # The SDK reports a status refused at connect (its first call) as text.
             for code, reason in _REFUSED_AT_CONNECT.items():
-                if f"code: {code}" in text:
+                if code in text:
                     raise _credentials_refused(connection, _refusal_message(text), reason) from None
             if _is_tls_refusal(text):
                 raise TemporalRejected(
                     f"TLS with Temporal at {connection.describe()} failed: {text}",
-                    "TLSHandshakeFailed",
+                    reasons.TLS_HANDSHAKE_FAILED,
                 ) from None
             raise TemporalUnavailable(
                 f"cannot connect to Temporal at {connection.describe()}: {text}"
@@ -673,7 +674,11 @@ def _credentials_refused(connection: Connection, why: str, reason: str) -> Tempo
     )
 
 
-_REFUSED_AT_CONNECT = {"Unauthenticated": "Unauthenticated", "PermissionDenied": "PermissionDenied"}
+# The gRPC status as the SDK's core writes it (tonic's code names) -> the Ready reason.
+_REFUSED_AT_CONNECT = {
+    "code: Unauthenticated": reasons.UNAUTHENTICATED,
+    "code: PermissionDenied": reasons.PERMISSION_DENIED,
+}
 
 
 def _refusal_message(text: str) -> str:

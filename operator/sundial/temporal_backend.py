@@ -16,6 +16,7 @@ from temporalio.client import (
     ScheduleState,
 )
 
+from sundial.api import reasons
 from sundial.api.connection_models import CLUSTER_CONNECTION_KIND, CONNECTION_KIND
 from sundial.api.models import (
     BackendRef,
@@ -24,11 +25,12 @@ from sundial.api.models import (
     ScheduledJob,
     TemporalCounters,
 )
-from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome, SpecProblem
+from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome
 from sundial.config import OperatorConfig
 from sundial.connections import ConnectionResolver, connection_key
+from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
-from sundial.kube import ApiException, KubeClient, api_error_message
+from sundial.kube import ApiException, KubeClient
 from sundial.planning import status as st
 from sundial.planning.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.planning.missed import (
@@ -66,7 +68,6 @@ from sundial.temporal import (
 )
 from sundial.temporal_runs import handle_requests, observe_all_runs
 from sundial.temporal_watch import ScheduleWatch
-from sundial.workqueue import Retry
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +429,7 @@ class TemporalBackend:
             return prepared
         if not adoption_requested(sj, identity):
             raise SpecProblem(
-                "ScheduleExists",
+                reasons.SCHEDULE_EXISTS,
                 f"a Temporal schedule {identity} already exists in namespace "
                 f"{prepared.connection.namespace} and was not created by this ScheduledJob; "
                 "Sundial leaves it alone. Delete that schedule, or adopt it: `kubectl annotate "
@@ -571,7 +572,7 @@ class TemporalBackend:
         message = error.message if isinstance(error, SpecProblem) else str(error)
         verb = "moved" if moving else "deleted"
         raise SpecProblem(
-            "ScheduleUnreachable",
+            reasons.SCHEDULE_UNREACHABLE,
             f"the Temporal schedule {made.describe()} must be deleted before this "
             f"ScheduledJob can be {verb}, and cannot be: {message}. Restore the "
             f"connection, or delete the schedule by hand and `kubectl annotate "
@@ -693,7 +694,7 @@ class TemporalBackend:
                 {"finalizers": finalizers, "resourceVersion": sj.metadata.resource_version},
             )
         except ApiException as error:
-            raise Retry(f"updating finalizers: {api_error_message(error)}") from None
+            raise api_retry(error, "updating finalizers") from None
 
 
 def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hashable | None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from temporalio.client import ScheduleDescription
 
 from sundial.api.models import RequestStatus, ScheduledJob
-from sundial.backend import SpecProblem
+from sundial.errors import SpecProblem
 from sundial.planning import requests as rq
 from sundial.planning.runs import (
     ObservedRun,

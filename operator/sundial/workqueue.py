@@ -29,18 +29,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from sundial.errors import Retry
+
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
-
-
-class Retry(Exception):
-    """An expected, transient failure (an API server or Temporal briefly unavailable, a
-    write refused for now): its message says enough, so it is logged without a traceback.
-    `reason` is what the Ready condition says meanwhile."""
-
-    def __init__(self, message: str, reason: str = "BackendUnavailable") -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class WorkQueue(Generic[K]):

@@ -415,8 +415,8 @@ def test_a_namespace_the_apiserver_refuses_does_not_stop_the_listing_of_the_othe
     its listings are refused (403) from then on; that failed the whole re-list, and the
     start-up listing for good. The others are listed still, what the cache holds of the
     refused one is left as it was, and only all of them refused is a failed listing."""
-    from sundial.relist import relist
     from sundial.kube import ApiException
+    from sundial.relist import relist
 
     asked: list[tuple[str, list[str]]] = []
 

@@ -8,15 +8,23 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from sundial.api import reasons
 from sundial.api.spec_models import ApiModel, Backend, ConnectionRef
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
 class Condition(ApiModel):
-    type: str
+    type: str = Field(description="One of: " + ", ".join(reasons.CONDITION_TYPES) + ".")
     status: ConditionStatus
-    reason: str
+    reason: str = Field(
+        description="Why, in CamelCase. Ready: "
+        + ", ".join(sorted(reasons.READY_REASONS))
+        + ". RunsMissed: NoMissedRuns, RanOnTime, or the newest miss's reason. Others: "
+        + ", ".join(sorted(reasons.CONDITION_REASONS - reasons.READY_REASONS
+                           - {reasons.NO_MISSED_RUNS, reasons.RAN_ON_TIME}))
+        + "."
+    )  # fmt: skip
     message: str = ""
     last_transition_time: datetime
     observed_generation: int | None = None

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
+from sundial.api import reasons
 from sundial.api.models import Backend, IntervalSpec, ScheduledJobSpec
 
 
@@ -88,7 +89,9 @@ def parse_duration(text: str) -> timedelta:
     """Go-style duration ("1h30m", "90s") as validated by the CRD pattern."""
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
-        raise ScheduleError("InvalidDuration", f"{text!r} is not a duration such as 30s or 1h30m")
+        raise ScheduleError(
+            reasons.INVALID_DURATION, f"{text!r} is not a duration such as 30s or 1h30m"
+        )
     return timedelta(seconds=sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
 
 
@@ -102,7 +105,7 @@ def time_zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ScheduleError(
-            "InvalidTimeZone",
+            reasons.INVALID_TIME_ZONE,
             f"spec.timeZone {name!r} is not an IANA time zone name (for example UTC, "
             "Europe/Berlin, America/New_York)",
         ) from None
@@ -115,33 +118,33 @@ def normalize_cron(expression: str, backend: Backend) -> str:
     if text.startswith("@"):
         if text not in MACROS:
             raise ScheduleError(
-                "InvalidSchedule",
+                reasons.INVALID_SCHEDULE,
                 f"spec.schedule {expression!r}: unknown macro; use one of {', '.join(MACROS)}",
             )
         return MACROS[text]
     fields = text.split(" ")
     if len(fields) != 5:
         raise ScheduleError(
-            "InvalidSchedule",
+            reasons.INVALID_SCHEDULE,
             f"spec.schedule {expression!r} has {len(fields)} fields; a cron expression has 5: "
             "minute hour day-of-month month day-of-week",
         )
     for (name, pattern), text_field in zip(_FIELDS, fields, strict=True):
         if not pattern.match(text_field):
             raise ScheduleError(
-                "InvalidSchedule",
+                reasons.INVALID_SCHEDULE,
                 f"spec.schedule {expression!r}: the {name} field {text_field!r} is not valid "
                 "(numbers, ranges a-b, lists a,b, steps */n, * or ?; L, W and # are not "
                 "supported by CronJob)",
             )
     refusal = _backend_refusal(text, backend)
     if refusal is not None:
-        raise ScheduleError("InvalidSchedule", f"spec.schedule {expression!r}: {refusal}")
+        raise ScheduleError(reasons.INVALID_SCHEDULE, f"spec.schedule {expression!r}: {refusal}")
     # robfig reads `?` as `*` in every field; croniter only in the day fields.
     text = " ".join("*" if field == "?" else field for field in text.split(" "))
     if not croniter.is_valid(text):
         raise ScheduleError(
-            "InvalidSchedule",
+            reasons.INVALID_SCHEDULE,
             f"spec.schedule {expression!r} is not a valid cron expression "
             "(minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-6)",
         )
@@ -388,7 +391,7 @@ def _validated_cron(schedule: str, zone_name: str, backend: Backend) -> str:
     first = cron_slots(cron, zone, datetime(2000, 1, 1, tzinfo=UTC), backend=backend)
     if next(first, None) is None:
         raise ScheduleError(
-            "InvalidSchedule",
+            reasons.INVALID_SCHEDULE,
             f"spec.schedule {schedule!r} never fires (no such date, e.g. February 30)",
         )
     return cron

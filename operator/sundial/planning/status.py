@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio.client import ScheduleDescription
 
+from sundial.api import reasons
 from sundial.api.models import (
     BackendRef,
     Condition,
@@ -21,19 +22,22 @@ from sundial.api.models import (
     ScheduledJob,
     ScheduledJobStatus,
 )
+from sundial.api.reasons import (
+    BACKEND_UNAVAILABLE,
+    PAUSED_IN_TEMPORAL,
+    READY,
+    RECONCILED,
+    RUN_TOO_LONG,
+    RUNS_FAILING,
+    RUNS_MISSED,
+    SWITCHING,
+)
 from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
 from sundial.planning.missed import SETTLE, Judgement, Tally, counts_as_missed, tally
 from sundial.planning.runs import RunHistory
 from sundial.planning.schedule import Timetable, iso, parse_time
 from sundial.planning.temporal_schedule import SWITCH_NOTE
 
-READY = "Ready"
-RUNS_MISSED = "RunsMissed"
-RUNS_FAILING = "RunsFailing"
-RUN_TOO_LONG = "RunTooLong"
-RECONCILED = "Reconciled"
-PAUSED_IN_TEMPORAL = "PausedInTemporal"
-SWITCHING = "Switching"
 NEXT_RUN_COUNT = 3
 
 
@@ -83,13 +87,13 @@ def switching(
     desired, generation = sj.spec.backend, sj.metadata.generation
     if effective is not None and effective != desired:
         return condition(
-            previous, SWITCHING, "True", "SwitchPending",
+            previous, SWITCHING, "True", reasons.SWITCH_PENDING,
             f"switching from backend {effective} to {desired}"
             f"{': ' + problem if problem else ''}; backend {effective} keeps running until "
             f"{desired} accepts the object", now=now, generation=generation,
         )  # fmt: skip
     if waiting_for is not None:
-        return condition(previous, SWITCHING, "True", "WaitingForRunningJob", waiting_for,
+        return condition(previous, SWITCHING, "True", reasons.WAITING_FOR_RUNNING_JOB, waiting_for,
                          now=now, generation=generation)  # fmt: skip
     old = find_condition(previous, SWITCHING)
     if old is not None and old.status == "True":
@@ -100,9 +104,6 @@ def switching(
 
 def _with_switching(conditions: list[Condition], switch: Condition | None) -> list[Condition]:
     return conditions if switch is None else with_condition(conditions, switch)
-
-
-BACKEND_UNAVAILABLE = "BackendUnavailable"
 
 
 def not_ready(
@@ -167,10 +168,10 @@ def runs_missed(
         on_time = judgement.latest_on_time
         last_missed = runs.last_missed_time
         if on_time is not None and last_missed is not None and on_time > last_missed:
-            return make("False", "RanOnTime",
+            return make("False", reasons.RAN_ON_TIME,
                             f"the run scheduled for {iso(on_time)} ran on time")  # fmt: skip
         return old
-    return old or make("False", "NoMissedRuns", "no run has been missed")
+    return old or make("False", reasons.NO_MISSED_RUNS, "no run has been missed")
 
 
 def runs_failing(
@@ -201,13 +202,13 @@ def runs_failing(
             latest = f"; the latest, scheduled for {when}: {failed.result}{why}"
             latest += f": {failed.message}" if failed.message else ""
         return make(
-            "True", "ConsecutiveFailures",
+            "True", reasons.CONSECUTIVE_FAILURES,
             f"{failures} run(s) in a row failed (failureThreshold {limits.failure_threshold})"
             f"{latest}",
         )  # fmt: skip
     if old is not None and old.status == "True":
         if successes >= limits.recovery_threshold:
-            return make("False", "Recovered",
+            return make("False", reasons.RECOVERED,
                         f"{successes} run(s) in a row succeeded (recoveryThreshold "
                         f"{limits.recovery_threshold})")  # fmt: skip
         return old
@@ -217,8 +218,8 @@ def runs_failing(
                     f"{limits.failure_threshold}")  # fmt: skip
     return (
         old
-        if old is not None and old.reason == "Recovered"
-        else make("False", "NoFailures", "no run has failed since the last success")
+        if old is not None and old.reason == reasons.RECOVERED
+        else make("False", reasons.NO_FAILURES, "no run has failed since the last success")
     )
 
 
@@ -243,21 +244,21 @@ def run_too_long(
     going = [r for r in history.recent_runs if r.result == "TimedOut" and r.completion_time is None]
     if going:
         run = going[-1]
-        return make("True", "RunningTooLong",
+        return make("True", reasons.RUNNING_TOO_LONG,
                     f"the run scheduled for {iso(run.scheduled_time)} has been running longer "
                     f"than maxRunDuration {limit}")  # fmt: skip
     ended = [r for r in history.recent_runs if r.duration_seconds is not None]
     if not ended:
         return find_condition(previous, RUN_TOO_LONG) or make(
-            "False", "WithinMaxRunDuration", f"no run has taken longer than {limit}"
+            "False", reasons.WITHIN_MAX_RUN_DURATION, f"no run has taken longer than {limit}"
         )
     latest = max(ended, key=lambda r: r.completion_time or r.scheduled_time)
     if latest.reason == "MaxRunDurationExceeded":
         took = f"{latest.duration_seconds:g}s"
-        return make("True", "LastRunTooLong",
+        return make("True", reasons.LAST_RUN_TOO_LONG,
                     f"the run scheduled for {iso(latest.scheduled_time)} took {took}, longer "
                     f"than maxRunDuration {limit}")  # fmt: skip
-    return make("False", "WithinMaxRunDuration",
+    return make("False", reasons.WITHIN_MAX_RUN_DURATION,
                 f"the latest run took {latest.duration_seconds:g}s, within {limit}")  # fmt: skip
 
 

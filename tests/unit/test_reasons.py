@@ -1,0 +1,70 @@
+"""Condition reasons are part of the API and named once (sundial.api.reasons): Argo CD's
+health.lua testdata, the CRD's description and the operator's code use only those names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import yaml
+
+from sundial.api import reasons
+
+REPO = Path(__file__).resolve().parents[2]
+TESTDATA = REPO / "manifests/argocd/resource_customizations/sundial.dev/ScheduledJob/testdata"
+
+
+def test_every_condition_in_the_health_testdata_uses_a_named_type_and_reason() -> None:
+    seen = set()
+    for path in sorted(TESTDATA.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            for condition in ((document or {}).get("status") or {}).get("conditions") or []:
+                seen.add(condition["type"])
+                assert condition["type"] in reasons.CONDITION_TYPES, (path.name, condition)
+                if condition["type"] == reasons.READY:
+                    assert condition["reason"] in reasons.READY_REASONS, (path.name, condition)
+                elif condition["status"] == "False" or condition["type"] == reasons.SWITCHING:
+                    assert condition["reason"] in reasons.CONDITION_REASONS, (path.name, condition)
+    assert reasons.READY in seen
+
+
+def test_the_crd_lists_every_ready_reason() -> None:
+    crd = (REPO / "crds/scheduledjobs.sundial.dev.yaml").read_text()
+    missing = [reason for reason in reasons.READY_REASONS if reason not in crd]
+    assert not missing
+
+
+def test_no_module_spells_a_ready_reason_out() -> None:
+    """A reason written as a string literal outside api/reasons.py is a second home."""
+    spelled = []
+    for path in (REPO / "operator/sundial").rglob("*.py"):
+        if path.name == "reasons.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in reasons.READY_REASONS - {
+                reasons.READY  # also a condition type, and a printer column's text
+            }:
+                spelled.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value}")
+    assert not spelled, spelled
+
+
+def test_a_refused_request_is_retried_with_the_refusals_reason() -> None:
+    """One translation of the apiserver's refusals: a 403 says Forbidden wherever it
+    happens (six places used to say BackendUnavailable), a 5xx or no answer says
+    BackendUnavailable (Ready Unknown)."""
+    from sundial.errors import api_retry
+    from sundial.kube import ApiException
+
+    def refused(status: int) -> ApiException:
+        error = ApiException(status=status, reason="Refused")
+        error.body = '{"message": "jobs is forbidden: no"}'
+        return error
+
+    retry = api_retry(refused(403), "confirming missed runs")
+    assert (retry.reason, str(retry)) == (
+        reasons.FORBIDDEN,
+        "confirming missed runs: jobs is forbidden: no",
+    )
+    assert api_retry(refused(401), "x").reason == reasons.UNAUTHORIZED
+    assert api_retry(refused(503), "x").reason == reasons.BACKEND_UNAVAILABLE
+    assert api_retry(ApiException(status=0), "x").reason == reasons.BACKEND_UNAVAILABLE
