@@ -236,6 +236,9 @@ def describe(obj: dict[str, Any]) -> str:
                                      if r.get("requested") else "") if x)  # fmt: skip
         lines.append(f"    {r['scheduledTime']:<22} {r['result']:<11} {duration:<9} "
                      f"{delay:<7} {extra}")  # fmt: skip
+        if r.get("message"):
+            # What the run said it did (its termination message: sundial-cron's summary).
+            lines.append(f"      {r['message']}")
     if not runs:
         lines.append("    none yet")
     lines.append(f"  Missed: {st.get('missedRuns', 0)}   Skipped: {st.get('skippedRuns', 0)}")

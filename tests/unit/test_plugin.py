@@ -25,6 +25,22 @@ def test_status_shows_the_next_runs_in_the_objects_time_zone() -> None:
     assert "2026-12-04T04:00:00+01:00" in shown
 
 
+def test_status_shows_each_runs_message_under_it() -> None:
+    """What the job said it did (its termination message, sundial-cron's summary) is in
+    status; `kubectl sundial status` shows it under its run."""
+    obj = scheduledjob("UTC")
+    obj["status"]["recentRuns"] = [
+        {"scheduledTime": "2026-12-02T03:00:00Z", "result": "Succeeded", "durationSeconds": 4,
+         "message": "sent invoices (sent=1204, skipped=3)"},
+        {"scheduledTime": "2026-12-01T03:00:00Z", "result": "Failed", "reason": "Error"},
+    ]  # fmt: skip
+    lines = plugin.describe(obj).splitlines()
+    at = next(i for i, line in enumerate(lines) if "2026-12-02T03:00:00Z" in line)
+    assert lines[at + 1].strip() == "sent invoices (sent=1204, skipped=3)"
+    failed = next(i for i, line in enumerate(lines) if "2026-12-01T03:00:00Z" in line)
+    assert lines[failed + 1].strip().startswith("Missed"), "no message, no line"
+
+
 def test_status_of_an_invalid_time_zone_is_a_one_line_error_naming_the_field() -> None:
     with pytest.raises(plugin.Failure) as raised:
         plugin.describe(scheduledjob("Mars/Olympus_Mons"))
