@@ -7,12 +7,16 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 # An object as the soak knows it for ever: its namespace and name (a deleted and re-created
 # object is the same object for "one run per slot": its slots are the same slots).
 ObjectRef = tuple[str, str]
+
+# How long after a run-now request was written its run may still start: the operator acts on
+# it on its next pass, which a fault (10 s at most) and the queue's backoff may delay.
+RUN_NOW_DELAY = timedelta(seconds=90)
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,9 @@ class Sampled:
     # longer matching) with no fault in force, or None when admitted or a fault is on.
     revoked_quiet_for: float | None
     # Switched from kubernetes under Forbid while a Job the CronJob started has not
-    # finished: its schedule is paused with the switch's note until that Job ends (the
-    # documented hold, one run at a time across a switch; without a node, for ever).
+    # finished: its schedule is paused with the switch's note until a pass after that Job
+    # ends (the documented hold, one run at a time across a switch; without a node, for
+    # ever; the pass may wait for an apiserver fault to end: switch_held).
     held: bool = False
 
 
@@ -112,7 +117,9 @@ def attribute_backfills(runs: Iterable[Run], backfills: Iterable[Backfill]) -> l
 
 
 def attribute_run_nows(
-    runs: Iterable[Run], requests: Iterable[tuple[ObjectRef, str, datetime]]
+    runs: Iterable[Run],
+    requests: Iterable[tuple[ObjectRef, str, datetime]],
+    delay: timedelta = RUN_NOW_DELAY,
 ) -> tuple[list[Run], list[str]]:
     """Temporal's runs of a trigger (a run now) carry no request either, and Temporal names
     them by the second they were triggered in: two requests acted on within one second are
@@ -120,6 +127,11 @@ def attribute_run_nows(
     a minute (the soak's schedules are all on minutes) is a trigger: each must be matched,
     in the order they started, to a run-now request of its object written before it
     started and not already run (by a Job carrying its label, or an earlier trigger).
+    A trigger acted on at a whole second falls on a minute too (a request written during a
+    fault, acted on when it ended): where a minute slot of an object has more than one run
+    with no request, its workflow executions, latest started first, are matched likewise to
+    the requests still unused, written before they started and at most `delay` before, until
+    one run is left to the slot (two runs and no such request: still two runs, invariant 1).
     Returns the runs with triggers labelled by their request, and the triggers left over
     (a request acted on twice, or a run nobody asked for: invariant 1)."""
     runs = list(runs)
@@ -147,7 +159,62 @@ def attribute_run_nows(
                             "a run now with no request of its own")  # fmt: skip
             continue
         labelled[run.what] = replace(run, request=waiting.pop(match)[1])
+    on_minutes: dict[tuple[ObjectRef, datetime], list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.request is None and run.what not in labelled:
+            on_minutes[(run.obj, run.slot)].append(run)
+    for (obj, _), sharing in sorted(on_minutes.items()):
+        candidates = sorted(
+            (run for run in sharing if run.what.startswith("workflow/") and run.started),
+            key=lambda run: (run.started, run.what), reverse=True,
+        )  # fmt: skip
+        left = len(sharing)
+        for run in candidates:
+            assert run.started is not None
+            if left <= 1:
+                break
+            waiting = pending[obj]
+            match = next((i for i, (written, _) in enumerate(waiting)
+                          if written <= run.started <= written + delay), None)  # fmt: skip
+            if match is not None:
+                labelled[run.what] = replace(run, request=waiting.pop(match)[1])
+                left -= 1
     return [labelled.get(run.what, run) for run in runs], problems
+
+
+def switch_held(
+    switch_note: bool,
+    forbid: bool,
+    job_ends: Iterable[datetime | None],
+    apiserver_faults: Iterable[tuple[datetime, datetime | None]],
+    now: datetime,
+    persist_seconds: float,
+) -> bool:
+    """Whether an object switched from kubernetes under Forbid may still be held: its
+    schedule paused with the switch's note (`switch_note`) while a Job of the object has
+    not ended on the apiserver (`job_ends`: each Job's end, None while it runs), and until
+    the operator's next pass after the Job ended released it. That pass needs
+    `persist_seconds` with the apiserver answering: an apiserver fault (`apiserver_faults`:
+    (start, end or None while in force)) that began before the release was due (the Job
+    ended during it, or just before: the apiserver gives whole seconds) puts the release
+    off until `persist_seconds` after the fault ended, and so on for a fault after it."""
+    if not (switch_note and forbid):
+        return False
+    faults = sorted(apiserver_faults, key=lambda fault: fault[0])
+    persist = timedelta(seconds=persist_seconds)
+    for ended in job_ends:
+        if ended is None:
+            return True
+        due = ended + persist
+        for start, end in faults:
+            if start > due:
+                break
+            if end is None:
+                return True
+            due = max(due, end + persist)
+        if now < due:
+            return True
+    return False
 
 
 def wrong_states(state: Sampled, grace: float) -> list[str]:

@@ -39,6 +39,7 @@ from soak_invariants import (
     foreign_writes,
     mix_verdict,
     not_recovered,
+    switch_held,
     verdict,
     wrong_states,
 )
@@ -100,6 +101,11 @@ RECOVERY_SECONDS = 60.0
 SCHEDULES = ("* * * * *", "*/2 * * * *")
 # What is not a miss (missed.counts_as_missed): the overlap policy at work, or "cannot tell".
 NOT_MISSES = frozenset({"OverlapSkipped", "Unknown"})
+# The faults that keep the operator from writing to the apiserver (a pass waits them out).
+APISERVER_FAULTS = frozenset({
+    "429 on every request", "403 on status writes", "apiserver connections stalled",
+    "apiserver connections frozen", "apiserver connections cut", "operator SIGKILLed",
+})  # fmt: skip
 
 
 def job_template(image: str) -> dict[str, Any]:
@@ -136,6 +142,8 @@ class Soak:
         self.foreign_cronjobs: set[ObjectRef] = set()  # made by the soak, never adopted
         self.foreign_schedules: dict[ObjectRef, datetime] = {}  # the same: id -> created at
         self.fault_on = False
+        # The apiserver faults' windows (wall clock): (start, end or None while in force).
+        self.apiserver_faults: list[tuple[datetime, datetime | None]] = []
         self._tried: set[str] = set()
         # What happened when (wall clock): actions, faults, wrong samples; in the report.
         self.journal: list[str] = []
@@ -450,6 +458,8 @@ class Soak:
         self.faults[kind] += 1
         self.fault_on = True
         self._note(f"fault {kind} for {seconds:.0f} s")
+        if kind in APISERVER_FAULTS:
+            self.apiserver_faults.append((datetime.now(UTC), None))
         try:
             with make():
                 deadline = time.monotonic() + seconds
@@ -458,6 +468,8 @@ class Soak:
                         self.act()
                     time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         finally:
+            if kind in APISERVER_FAULTS:
+                self.apiserver_faults[-1] = (self.apiserver_faults[-1][0], datetime.now(UTC))
             self.last_fault_end = time.monotonic()
             self.fault_on = False
             self._note(f"fault {kind} over")
@@ -494,7 +506,8 @@ class Soak:
                 self.samples["taken"] += 1
 
     def _sample_once(self) -> None:
-        now = time.monotonic()
+        now, wall = time.monotonic(), datetime.now(UTC)
+        faults = list(self.apiserver_faults)
         selector = f"{SHARD_LABEL}={SHARD}"
         sjs = self.custom.list_cluster_custom_object(
             "sundial.dev", "v1alpha1", "scheduledjobs", label_selector=selector,
@@ -506,15 +519,15 @@ class Soak:
             ).to_dict()["items"]
             if c["metadata"]["namespace"] in NAMESPACES
         }
-        unfinished: set[ObjectRef] = set()  # objects with a Job not ended
+        # Each object's Jobs' ends as the apiserver shows them (None: not ended).
+        job_ends: dict[ObjectRef, list[datetime | None]] = {}
         for job in self.batch.list_job_for_all_namespaces(
             label_selector="sundial.dev/scheduledjob", _request_timeout=10
         ).items:
             meta = job.metadata
-            ended = any(c.type in ("Complete", "Failed") and c.status == "True"
-                        for c in (job.status.conditions or []))  # fmt: skip
-            if meta.namespace in NAMESPACES and not ended:
-                unfinished.add((meta.namespace, meta.labels["sundial.dev/scheduledjob"]))
+            if meta.namespace in NAMESPACES:
+                owner = (meta.namespace, meta.labels["sundial.dev/scheduledjob"])
+                job_ends.setdefault(owner, []).append(_job_end(job))
             slot = (meta.annotations or {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
             if meta.namespace in NAMESPACES and slot:
                 owner = (meta.namespace, meta.labels["sundial.dev/scheduledjob"])
@@ -543,8 +556,11 @@ class Soak:
                 suspended=bool(sj["spec"].get("suspend")),
                 deleting=bool(sj["metadata"].get("deletionTimestamp")),
                 revoked_quiet_for=revoked.get(ref[0]),
-                held=ref in unfinished and SWITCH_NOTE in schedules.get(ref, {}).values()
-                and sj["spec"].get("concurrencyPolicy", "Forbid") == "Forbid",
+                held=switch_held(
+                    SWITCH_NOTE in schedules.get(ref, {}).values(),
+                    sj["spec"].get("concurrencyPolicy", "Forbid") == "Forbid",
+                    job_ends.get(ref, []), faults, wall, PERSIST_SECONDS,
+                ),
             )  # fmt: skip
             wrong = wrong_states(state, REVOCATION_GRACE)
             if wrong:
@@ -727,6 +743,15 @@ class Soak:
             "violations": {name: len(found) for name, found in violations.items()},
             "details": violations, "journal": self.journal,
         }  # fmt: skip
+
+
+def _job_end(job: Any) -> datetime | None:
+    """When a Job ended (Complete or Failed), from the apiserver: the condition's
+    lastTransitionTime, else its completionTime; None while it has not."""
+    for condition in job.status.conditions or []:
+        if condition.type in ("Complete", "Failed") and condition.status == "True":
+            return condition.last_transition_time or job.status.completion_time or datetime.now(UTC)
+    return None
 
 
 def _connection_ref(name: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from soak.soak_invariants import (
     foreign_writes,
     mix_verdict,
     not_recovered,
+    switch_held,
     wrong_states,
 )
 
@@ -220,3 +221,113 @@ def test_temporal_triggers_are_matched_to_distinct_earlier_run_now_requests() ->
     early = Run(OBJ, NOW.replace(second=30) - timedelta(minutes=5), "workflow/t/0",
                 started=NOW - timedelta(minutes=5))  # fmt: skip
     assert len(attribute_run_nows([early], requests)[1]) == 1
+
+
+# -- a run now acted on after a fault: Temporal's trigger may fall exactly on a minute
+
+
+RUN_NOW_SLOT = datetime(2026, 12, 6, 5, 32, tzinfo=UTC)
+
+
+def test_a_run_now_trigger_on_a_minute_slot_is_its_request_not_a_second_scheduled_run() -> None:
+    # A run now written during a fault (05:31:54.992), acted on after it: Temporal's
+    # trigger got the nominal time 05:32:00, the slot's scheduled run too.
+    written = datetime(2026, 12, 6, 5, 31, 54, 992000, tzinfo=UTC)
+    scheduled = Run(OBJ, RUN_NOW_SLOT, "workflow/s/1", started=RUN_NOW_SLOT)
+    trigger = Run(OBJ, RUN_NOW_SLOT, "workflow/t/1",
+                  started=RUN_NOW_SLOT + timedelta(milliseconds=400))  # fmt: skip
+    requests = [(OBJ, "RunNow/soak-18", written)]
+    attributed, problems = attribute_run_nows([scheduled, trigger], requests)
+    assert problems == []
+    assert duplicate_runs(attributed) == []
+    assert sorted(str(run.request) for run in attributed) == ["None", "RunNow/soak-18"]
+    # One run on the slot with a request waiting: the scheduled run stays the slot's.
+    alone, _ = attribute_run_nows([scheduled], requests)
+    assert [run.request for run in alone] == [None]
+
+
+def test_two_runs_on_a_minute_slot_are_still_a_duplicate_without_a_fitting_request() -> None:
+    written = datetime(2026, 12, 6, 5, 31, 54, tzinfo=UTC)
+    runs = [
+        Run(OBJ, RUN_NOW_SLOT, "workflow/s/1", started=RUN_NOW_SLOT),
+        Run(OBJ, RUN_NOW_SLOT, "workflow/s/2", started=RUN_NOW_SLOT + timedelta(seconds=1)),
+    ]
+    twice = ["soak-a/soak-1 slot 2026-12-06T05:32:00+00:00: 2 runs"]
+
+    def judged(requests: list[tuple[tuple[str, str], str, datetime]]) -> list[str]:
+        attributed, _ = attribute_run_nows(runs, requests)
+        return duplicate_runs(attributed)
+
+    assert judged([]) == twice  # nobody asked
+    assert judged([(("soak-b", "soak-1"), "RunNow/soak-3", written)]) == twice  # another object
+    # Written after both runs started: neither is its run.
+    assert judged([(OBJ, "RunNow/soak-3", RUN_NOW_SLOT + timedelta(seconds=2))]) == twice
+    # Written long before (beyond a run now's handling delay): not this slot's run.
+    assert judged([(OBJ, "RunNow/soak-3", RUN_NOW_SLOT - timedelta(minutes=5))]) == twice
+    # Already run by a Job carrying its label.
+    job = Run(OBJ, RUN_NOW_SLOT, "job/r", request="RunNow/soak-3")
+    attributed, _ = attribute_run_nows([*runs, job], [(OBJ, "RunNow/soak-3", written)])
+    assert duplicate_runs(attributed) == twice
+    # Already run by a trigger off the minute.
+    off = Run(OBJ, RUN_NOW_SLOT.replace(second=57) - timedelta(minutes=1), "workflow/t/1",
+              started=RUN_NOW_SLOT - timedelta(seconds=3))  # fmt: skip
+    attributed, problems = attribute_run_nows([*runs, off], [(OBJ, "RunNow/soak-3", written)])
+    assert problems == []
+    assert duplicate_runs(attributed) == twice
+    # Three runs and one fitting request: two are still the slot's.
+    third = Run(OBJ, RUN_NOW_SLOT, "workflow/s/3", started=RUN_NOW_SLOT + timedelta(seconds=2))
+    attributed, _ = attribute_run_nows([*runs, third], [(OBJ, "RunNow/soak-3", written)])
+    assert duplicate_runs(attributed) == twice
+
+
+# -- the Forbid hold across a switch, released by a pass after the Job ends
+
+
+def at(clock: str) -> datetime:
+    hour, minute, second = (float(part) for part in clock.split(":"))
+    return datetime(2026, 12, 6, int(hour), int(minute), tzinfo=UTC) + timedelta(seconds=second)
+
+
+def held(
+    now: str,
+    ends: list[str | None],
+    faults: tuple[tuple[str, str | None], ...] = (),
+    note: bool = True,
+    forbid: bool = True,
+) -> bool:
+    return switch_held(
+        note, forbid, [at(end) if end else None for end in ends],
+        [(at(start), at(end) if end else None) for start, end in faults], at(now), 4.0,
+    )  # fmt: skip
+
+
+def test_the_switch_hold_lasts_while_a_job_runs_and_one_pass_after_it_ends() -> None:
+    assert held("05:31:50", [None])  # a Job not ended
+    assert held("05:31:50", ["05:30:00", None])
+    assert not held("05:31:50", [None], note=False)  # not the switch's pause
+    assert not held("05:31:50", [None], forbid=False)
+    assert not held("05:31:50", [])  # no Job of the object
+    # Ended: the release needs a pass of the operator, PERSIST_SECONDS.
+    assert held("05:31:50", ["05:31:47"])
+    assert not held("05:31:52", ["05:31:47"])
+
+
+def test_an_apiserver_fault_right_after_the_job_ended_extends_the_hold() -> None:
+    # The report's case: the Job ended (whole seconds on the apiserver) as a 429 fault
+    # began (05:31:47.317-05:31:57.097); the pass could write only after it.
+    fault = (("05:31:47.317", "05:31:57.097"),)
+    for now in ("05:31:47.97", "05:31:52.1", "05:31:57.26", "05:31:59.32", "05:32:01"):
+        assert held(now, ["05:31:47"], fault), now
+    assert not held("05:32:01.2", ["05:31:47"], fault)  # a pass had its 4 s
+    assert held("05:32:30", ["05:31:47"], (("05:31:48", None),))  # still in force
+    assert held("05:31:53", ["05:31:50"], (("05:31:45", "05:31:52"),))  # ended within one
+    # A chain: a second fault starting before the first one's pass had its time.
+    chain = (("05:31:48", "05:31:50"), ("05:31:53", "05:31:58"))
+    assert held("05:32:01", ["05:31:47"], chain)
+    # A fault that began well after the release was due holds nothing.
+    assert not held("05:31:58", ["05:31:47"], (("05:31:55", "05:32:05"),))
+    # A fault long over before the Job ended holds nothing either.
+    assert not held("05:31:58", ["05:31:47"], (("05:31:30", "05:31:40"),))
+    # Not the switch's pause, or not Forbid: no hold, fault or not.
+    assert not held("05:31:52", ["05:31:47"], fault, note=False)
+    assert not held("05:31:52", ["05:31:47"], fault, forbid=False)
