@@ -86,6 +86,7 @@ lint: $(VENV)/.installed check-crds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	cd operator && ../$(VENV)/bin/lint-imports --no-cache ../pyproject.toml
 	$(VENV)/bin/hadolint Dockerfile examples/service/Dockerfile
 
 fmt: $(VENV)/.installed
