@@ -162,6 +162,21 @@ async def handle_requests(
     for open_request in to_act:
         request, entry, slots = open_request.request, open_request.entry, open_request.slots
         request_id = rq.temporal_request_id(sj.metadata.uid, request)
+        # Runs the kubernetes backend started for this request before a switch of backend
+        # (status.requests keeps how many) are not started again: a request is acted on
+        # once, whichever backend runs its slots. Only the rest are Temporal's.
+        remaining = slots[entry.runs_started :]
+        if not remaining:
+            entries.append(entry.model_copy(update={
+                "outcome": "Done", "runs_requested": len(slots), "runs_started": len(slots),
+                "message": f"all {len(slots)} run(s) were started before the switch of backend",
+            }))  # fmt: skip
+            continue
+        before = (
+            f" (the first {entry.runs_started} started before the switch of backend)"
+            if entry.runs_started
+            else ""
+        )
         if request.kind == "RunNow":
             if policy in RUN_NOW_WAITS and description.info.running_actions:
                 entries.append(entry.model_copy(update={
@@ -173,10 +188,10 @@ async def handle_requests(
             message = "triggered one run"
         elif request.start is not None and request.end is not None:
             overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]
-            call = temporal.backfill(
-                connection, identity, request.start, request.end, overlap, request_id
-            )
-            message = f"handed {len(slots)} slot(s) to Temporal's backfill" + (
+            # Temporal's backfill range takes its start in, as backfill_slots does.
+            start = remaining[0] if entry.runs_started else request.start
+            call = temporal.backfill(connection, identity, start, request.end, overlap, request_id)
+            message = f"handed {len(remaining)} slot(s) to Temporal's backfill{before}" + (
                 "" if policy == "Allow" else ", run one at a time"
             )
         else:

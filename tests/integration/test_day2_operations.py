@@ -246,6 +246,46 @@ def test_a_request_made_while_the_operator_is_down_is_handled_once(
 
 
 @pytest.mark.timeout(300)
+def test_a_backfill_half_run_on_kubernetes_is_not_run_again_after_a_switch_to_temporal(
+    kubectl: Kubectl, stack: LocalStack, operator: OperatorProcess, temporal: TemporalSide,
+    namespace: str,
+) -> None:  # fmt: skip
+    """A request is acted on once, whichever backend runs it (found by the soak: a backfill
+    whose first slot had run on kubernetes ran again in full on Temporal after a switch).
+    Under Forbid the kubernetes backend starts the first slot's Job and holds the rest; the
+    object then moves to temporal, which must run only the slots not yet started. Ground
+    truth: the Jobs on the apiserver and the schedule's own actions in Temporal."""
+    temporal.ensure_worker()
+    image = stack.images.get("busybox", "busybox")
+    applied_ready(kubectl, namespace, "moving", image, "sleep 30")  # Forbid, the default
+    start, end, slots = last_hours(3)
+    kubectl.run("annotate", "scheduledjob", "moving", "-n", namespace,
+                f"sundial.dev/backfill=half;{iso(start)};{iso(end)}")  # fmt: skip
+    first = eventually(lambda: (e := entry(kubectl, "moving", namespace, "Backfill", "half"))
+                       and e.get("runsStarted") == 1 and e, what="the first Job")  # fmt: skip
+    assert first["outcome"] == "InProgress", first
+
+    kubectl.apply(temporal_sj("moving", namespace, schedule="0 * * * *"))
+    done = eventually(
+        lambda: (e := entry(kubectl, "moving", namespace, "Backfill", "half"))
+        and e["outcome"] == "Done" and e, timeout=120, what="the backfill done on temporal",
+    )  # fmt: skip
+    assert done["runsStarted"] == done["runsRequested"] == 3, done
+    handle = temporal.client.get_schedule_handle(f"sundial/{namespace}/moving")
+
+    def on_temporal() -> list[datetime]:
+        actions = temporal.run(handle.describe).info.recent_actions
+        return sorted(a.scheduled_at for a in actions if a.scheduled_at in slots)
+
+    ran = eventually(lambda: len(on_temporal()) >= 2 and on_temporal(), timeout=120,
+                     what="the slots not yet started, run by Temporal")  # fmt: skip
+    consistently(lambda: on_temporal() == ran, 5)
+    assert ran == slots[1:], f"Temporal ran {ran}; the first slot had run as a Job"
+    jobs = requested_jobs(kubectl, namespace, "moving", "Backfill/half")
+    assert [parse_time(j["metadata"]["annotations"][SCHEDULED]) for j in jobs] == slots[:1]
+
+
+@pytest.mark.timeout(300)
 def test_run_now_backfill_and_a_suspend_note_on_temporal(
     kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
 ) -> None:
