@@ -37,8 +37,8 @@ sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 from workload import Item, scheduledjob  # noqa: E402
 
 from sundial.api.models import ScheduledJobSpec  # noqa: E402
+from sundial.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
 from sundial.events import EventRecorder  # noqa: E402
-from sundial.kubernetes_backend import KubernetesBackend  # noqa: E402
 from sundial.metrics import Metrics  # noqa: E402
 from sundial.planning.schedule import Timetable, timetable  # noqa: E402
 from sundial.reconcile import Reconciler  # noqa: E402

@@ -7,7 +7,7 @@ server: Sundial's label, and only Pods that ended (a field selector on status.ph
 run costs it about two events (its Pod ended, its Pod deleted), where a LIST of the Job's
 Pods on each ended run cost a request, and the apiserver a scan of the namespace's Pods.
 The times improve on the Job's own; nothing waits for them: a Job whose ended Pods the
-watch has not all shown yet has them listed (kubernetes_backend._with_pod_times).
+watch has not all shown yet has them listed (backends.kubernetes.backend._with_pod_times).
 """
 
 from __future__ import annotations

@@ -20,17 +20,17 @@ from pydantic import ValidationError
 from sundial.api import reasons
 from sundial.api.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
 from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome
+from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.temporal.backend import TEMPORAL_FINALIZER, TemporalBackend
+from sundial.backends.temporal.client import TemporalRejected, TemporalUnavailable
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, is_not_found
-from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
 from sundial.planning import status as st
 from sundial.planning.requests import with_entries
 from sundial.planning.schedule import ScheduleError, iso, timetable
-from sundial.temporal import TemporalRejected, TemporalUnavailable
-from sundial.temporal_backend import TEMPORAL_FINALIZER, TemporalBackend
 from sundial.watchcache import resource_version
 
 log = logging.getLogger(__name__)

@@ -14,20 +14,20 @@ from typing import Any
 import kopf
 
 from sundial.backend import Key
+from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.temporal.backend import TemporalBackend, temporal_lane
+from sundial.backends.temporal.client import RequestBudget, Temporal
+from sundial.backends.temporal.connections import ConnectionResolver
+from sundial.backends.temporal.watch import ScheduleWatch
 from sundial.collector import collect_every, collect_on_a_timer
 from sundial.config import OperatorConfig
-from sundial.connections import ConnectionResolver
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
-from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.planning.selector import parse_selector
 from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
 from sundial.relist import fill_cache, keep_relisting
-from sundial.temporal import RequestBudget, Temporal
-from sundial.temporal_backend import TemporalBackend, temporal_lane
-from sundial.temporal_watch import ScheduleWatch
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from localstack import LocalStack
-from sundial.temporal import IDLE_SECONDS, Connection, RequestBudget, Temporal
+from sundial.backends.temporal.client import IDLE_SECONDS, Connection, RequestBudget, Temporal
 
 pytestmark = pytest.mark.cluster
 

@@ -13,8 +13,8 @@ from sundial.api.connection_models import (
     TemporalConnectionSpec,
 )
 from sundial.api.models import BackendRef, ConnectionRef, ScheduledJob
+from sundial.backends.temporal.backend import MadeSchedule, _previous_schedule, _same_place
 from sundial.planning.connection_policy import refusal, selector_matches
-from sundial.temporal_backend import MadeSchedule, _previous_schedule, _same_place
 
 LABELS = {"kubernetes.io/metadata.name": "payments", "team": "pay", "tier": "prod"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sundial.api.models import ConnectionRef, ScheduledJob
-from sundial.connections import connection_ref
+from sundial.backends.temporal.connections import connection_ref
 
 DEFAULT = ConnectionRef(kind="ClusterTemporalConnection", name="default")
 TEAM = {"kind": "TemporalConnection", "name": "team"}
@@ -53,7 +53,7 @@ def test_connections_and_namespaces_no_object_asks_for_any_more_are_forgotten() 
     import asyncio
     from typing import cast
 
-    from sundial.connections import ENTRY_IDLE_SECONDS, ConnectionResolver
+    from sundial.backends.temporal.connections import ENTRY_IDLE_SECONDS, ConnectionResolver
     from sundial.kube import KubeClient
 
     now = [1000.0]

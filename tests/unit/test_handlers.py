@@ -202,8 +202,8 @@ INVOICES = {
 
 def _serving(server: EchoingServer) -> tuple[Any, kopf.Memo]:
     """A Reconciler over `server` and the memo its event handler sees (queue: RecordingQueue)."""
+    from sundial.backends.kubernetes.backend import KubernetesBackend
     from sundial.events import EventRecorder
-    from sundial.kubernetes_backend import KubernetesBackend
     from sundial.metrics import Metrics
     from sundial.reconcile import Reconciler
 

@@ -18,7 +18,7 @@ from test_kubernetes_stuck import (
 )
 
 from sundial.api.models import ScheduledJob
-from sundial.kubernetes_backend import KubernetesBackend
+from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.watchcache import WatchCache
 
 

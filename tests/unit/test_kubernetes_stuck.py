@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
-from sundial.kubernetes_backend import KubernetesBackend
+from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.planning.missed import timetable_hash
 from sundial.watchcache import WatchCache
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sundial.api.models import ScheduledJob
-from sundial.kubernetes_backend import KubernetesBackend
+from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.ownwrites import OwnWrites
 from sundial.planning.schedule import timetable
 from sundial.watchcache import WatchCache

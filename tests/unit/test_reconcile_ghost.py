@@ -8,11 +8,11 @@ import asyncio
 from typing import Any, cast
 
 from kube_doubles import QuietKube
+from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.temporal.backend import TemporalBackend
 from sundial.events import EventRecorder
-from sundial.kubernetes_backend import KubernetesBackend
 from sundial.metrics import Metrics
 from sundial.reconcile import Reconciler
-from sundial.temporal_backend import TemporalBackend
 from sundial.watchcache import WatchCache
 
 KEY = ("shop", "invoices")

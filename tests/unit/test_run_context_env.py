@@ -13,7 +13,7 @@ from test_kubernetes_run_times import CountingKube, cache_with_ended_job, ended_
 from test_kubernetes_stuck import NOW, OWNER, job_for, running_cronjob
 
 from sundial.api.models import ScheduledJob
-from sundial.kubernetes_backend import KubernetesBackend
+from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.planning.cronjob import (
     RUN_ENV_CRONJOB,
     RUN_ENV_JOB_NAME,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sundial.temporal_backend import TEMPORAL_FINALIZER, temporal_lane
+from sundial.backends.temporal.backend import TEMPORAL_FINALIZER, temporal_lane
 
 
 def body(

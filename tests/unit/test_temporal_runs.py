@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from sundial.api.models import ScheduledJob
-from sundial.temporal import ListedRun
-from sundial.temporal_runs import MAX_LISTED_RUNS, observe_all_runs
+from sundial.backends.temporal.client import ListedRun
+from sundial.backends.temporal.runs import MAX_LISTED_RUNS, observe_all_runs
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sundial.temporal_watch import changed, listed_lately
+from sundial.backends.temporal.watch import changed, listed_lately
 
 TRACKED = {"a", "b", "c"}
 

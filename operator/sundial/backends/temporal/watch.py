@@ -23,8 +23,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sundial.backend import Key
+from sundial.backends.temporal.client import (
+    Connection,
+    Temporal,
+    TemporalRejected,
+    TemporalUnavailable,
+)
 from sundial.planning.missed import SETTLE
-from sundial.temporal import Connection, Temporal, TemporalRejected, TemporalUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a Temporal schedule's runs did, and the run-now and backfill requests made of it:
 the temporal backend's reads of executions and its schedule patches, beside the schedule
-itself (temporal_backend.py)."""
+itself (backend.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from temporalio.client import ScheduleDescription
 
 from sundial.api.models import RequestStatus, ScheduledJob
+from sundial.backends.temporal.client import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
 from sundial.errors import SpecProblem
 from sundial.planning import requests as rq
 from sundial.planning.runs import (
@@ -21,7 +22,6 @@ from sundial.planning.runs import (
 )
 from sundial.planning.schedule import Timetable
 from sundial.planning.temporal_schedule import OVERLAP, RUN_NOW_WAITS, run_now_overlap
-from sundial.temporal import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
 
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
 # ended runs is worked off over passes, within the request budget.

@@ -26,8 +26,18 @@ from sundial.api.models import (
     TemporalCounters,
 )
 from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome
+from sundial.backends.temporal.client import (
+    Connection,
+    Temporal,
+    TemporalRejected,
+    TemporalUnavailable,
+    description_digest,
+    schedule_fingerprint,
+)
+from sundial.backends.temporal.connections import ConnectionResolver, connection_key
+from sundial.backends.temporal.runs import handle_requests, observe_all_runs
+from sundial.backends.temporal.watch import ScheduleWatch
 from sundial.config import OperatorConfig
-from sundial.connections import ConnectionResolver, connection_key
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient
@@ -58,16 +68,6 @@ from sundial.planning.temporal_schedule import (
     suspend_note,
     temporal_schedule,
 )
-from sundial.temporal import (
-    Connection,
-    Temporal,
-    TemporalRejected,
-    TemporalUnavailable,
-    description_digest,
-    schedule_fingerprint,
-)
-from sundial.temporal_runs import handle_requests, observe_all_runs
-from sundial.temporal_watch import ScheduleWatch
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +373,7 @@ class TemporalBackend:
     async def handle_requests(
         self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
     ) -> list[RequestStatus]:
-        """Run-now and backfill requests (temporal_runs.handle_requests)."""
+        """Run-now and backfill requests (runs.handle_requests)."""
         if prepared.description is None:
             return []
         return await handle_requests(

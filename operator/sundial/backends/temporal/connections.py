@@ -28,10 +28,10 @@ from sundial.api.connection_models import (
     TemporalConnectionSpec,
 )
 from sundial.api.models import ConnectionRef, ScheduledJob
+from sundial.backends.temporal.client import Connection
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.planning.connection_policy import refusal
-from sundial.temporal import Connection
 
 # A connection or Secret that is missing is looked for again this often.
 MISSING_RETRY_SECONDS = 30.0
