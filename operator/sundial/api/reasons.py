@@ -70,9 +70,10 @@ LAST_RUN_TOO_LONG: Final = "LastRunTooLong"
 # ---- Switching -------------------------------------------------------------------------
 SWITCH_PENDING: Final = "SwitchPending"
 WAITING_FOR_RUNNING_JOB: Final = "WaitingForRunningJob"
+SWITCHED: Final = "Switched"
 
 CONDITION_REASONS: Final = READY_REASONS | {
     NO_MISSED_RUNS, RAN_ON_TIME, NO_FAILURES, CONSECUTIVE_FAILURES, RECOVERED,
     WITHIN_MAX_RUN_DURATION, RUNNING_TOO_LONG, LAST_RUN_TOO_LONG, SWITCH_PENDING,
-    WAITING_FOR_RUNNING_JOB,
+    WAITING_FOR_RUNNING_JOB, SWITCHED,
 }  # fmt: skip

@@ -97,8 +97,8 @@ def switching(
                          now=now, generation=generation)  # fmt: skip
     old = find_condition(previous, SWITCHING)
     if old is not None and old.status == "True":
-        return condition(previous, SWITCHING, "False", "Switched", f"now on backend {desired}",
-                         now=now, generation=generation)  # fmt: skip
+        return condition(previous, SWITCHING, "False", reasons.SWITCHED,
+                         f"now on backend {desired}", now=now, generation=generation)  # fmt: skip
     return old
 
 
