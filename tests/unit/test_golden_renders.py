@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from sundial.api.models import ScheduledJob
+from sundial.backends.temporal.schedule import temporal_schedule
 from sundial.planning.cronjob import cronjob_manifest
-from sundial.planning.temporal_schedule import temporal_schedule
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SUNDIAL_UPDATE_GOLDEN") == "1"

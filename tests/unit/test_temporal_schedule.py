@@ -13,15 +13,13 @@ from temporalio.client import (
 )
 
 from sundial.api.models import ScheduledJob
+from sundial.backends.temporal.schedule import OVERLAP, run_now_overlap, temporal_schedule
 from sundial.planning.temporal_schedule import (
     DEFAULT_CATCHUP_WINDOW,
-    OVERLAP,
     RUN_NOW_WAITS,
     SPEC_HASH_MEMO_KEY,
     SUSPEND_NOTE,
-    run_now_overlap,
     schedule_id,
-    temporal_schedule,
 )
 
 

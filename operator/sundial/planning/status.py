@@ -8,10 +8,9 @@ counters that must never decrease.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from temporalio.client import ScheduleDescription
 
 from sundial.api import reasons
 from sundial.api.models import (
@@ -388,9 +387,21 @@ def kubernetes_status(
     )
 
 
+@dataclass(frozen=True)
+class ScheduleView:
+    """The temporal backend's view of its Schedule, as status needs it (from describe():
+    backends/temporal/schedule.schedule_view)."""
+
+    paused: bool
+    note: str | None
+    scheduled: list[datetime]  # the recent actions' nominal times
+    running: int
+    next_action_times: list[datetime]
+
+
 def temporal_status(
     sj: ScheduledJob,
-    description: ScheduleDescription,
+    view: ScheduleView,
     judgement: Judgement,
     history: RunHistory,
     *,
@@ -400,25 +411,23 @@ def temporal_status(
     now: datetime,
     notes: list[str] | None = None,
 ) -> ScheduledJobStatus:
-    """Status of a ScheduledJob whose Temporal Schedule is in step, from describe()."""
-    info = description.info
-    state = description.schedule.state
+    """Status of a ScheduledJob whose Temporal Schedule is in step, from its view."""
     waiting_for = None
-    if state.paused and state.note == SWITCH_NOTE and not sj.spec.suspend:
+    if view.paused and view.note == SWITCH_NOTE and not sj.spec.suspend:
         reason = RECONCILED
         waiting_for = message = (
             "the Temporal schedule starts once the run the CronJob started has finished "
             "(concurrencyPolicy Forbid)"
         )
-    elif state.paused and not sj.spec.suspend:
+    elif view.paused and not sj.spec.suspend:
         reason = PAUSED_IN_TEMPORAL
         message = (
-            f"schedule is paused in Temporal ({state.note or 'no note'}); Sundial leaves it "
+            f"schedule is paused in Temporal ({view.note or 'no note'}); Sundial leaves it "
             "paused: unpause it in Temporal, or set spec.suspend to true and back to false"
         )
     else:
         reason, message = RECONCILED, "Temporal schedule is in step with the spec"
-    scheduled = [action.scheduled_at for action in info.recent_actions]
+    scheduled = view.scheduled
     return _ready_status(
         sj,
         reason=reason,
@@ -430,8 +439,8 @@ def temporal_status(
         waiting_for=waiting_for,
         backend_ref=ref,
         last_schedule_time=max(scheduled) if scheduled else None,
-        active=len(info.running_actions),
-        next_run_times=[] if state.paused else list(info.next_action_times[:NEXT_RUN_COUNT]),
+        active=view.running,
+        next_run_times=[] if view.paused else view.next_action_times[:NEXT_RUN_COUNT],
         spec_hash=spec_hash,
         backend_fingerprint=fingerprint,
     )

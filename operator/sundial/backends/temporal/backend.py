@@ -36,6 +36,7 @@ from sundial.backends.temporal.client import (
 )
 from sundial.backends.temporal.connections import ConnectionResolver, connection_key
 from sundial.backends.temporal.runs import handle_requests, observe_all_runs
+from sundial.backends.temporal.schedule import schedule_view, temporal_schedule
 from sundial.backends.temporal.watch import ScheduleWatch
 from sundial.config import OperatorConfig
 from sundial.errors import Retry, SpecProblem, api_retry
@@ -66,7 +67,6 @@ from sundial.planning.temporal_schedule import (
     revoked_note,
     schedule_id,
     suspend_note,
-    temporal_schedule,
 )
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ class TemporalBackend:
         )
         history = run_history(sj.status, runs, limits(sj.spec), now, complete=False, unseen=unseen)
         status = st.temporal_status(
-            sj, description, judgement, history, ref=ref,
+            sj, schedule_view(description), judgement, history, ref=ref,
             spec_hash=sj.status.spec_hash or "",
             fingerprint=sj.status.backend_fingerprint or schedule_fingerprint(description),
             now=now,
@@ -343,7 +343,7 @@ class TemporalBackend:
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
             sj,
-            description,
+            schedule_view(description),
             judgement,
             history,
             ref=BackendRef(

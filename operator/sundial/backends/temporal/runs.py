@@ -11,6 +11,7 @@ from temporalio.client import ScheduleDescription
 
 from sundial.api.models import RequestStatus, ScheduledJob
 from sundial.backends.temporal.client import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
+from sundial.backends.temporal.schedule import OVERLAP, run_now_overlap
 from sundial.errors import SpecProblem
 from sundial.planning import requests as rq
 from sundial.planning.runs import (
@@ -21,7 +22,7 @@ from sundial.planning.runs import (
     workflow_run,
 )
 from sundial.planning.schedule import Timetable
-from sundial.planning.temporal_schedule import OVERLAP, RUN_NOW_WAITS, run_now_overlap
+from sundial.planning.temporal_schedule import RUN_NOW_WAITS
 
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
 # ended runs is worked off over passes, within the request budget.

@@ -1,0 +1,125 @@
+"""The temporal backend's Schedule in the SDK's types, rendered from planning's plain
+definition (planning/temporal_schedule.py), and the SDK's description read back into the
+plain view status is built from."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.client import (
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleDescription,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.common import RetryPolicy
+
+from sundial.api.models import ConcurrencyPolicy, ScheduledJob, WorkflowSpec
+from sundial.planning.schedule import parse_duration
+from sundial.planning.status import ScheduleView
+from sundial.planning.temporal_schedule import (
+    DEFAULT_CATCHUP_WINDOW,
+    SPEC_HASH_MEMO_KEY,
+    definition_hash,
+    desired_definition,
+    suspend_note,
+)
+
+OVERLAP: dict[ConcurrencyPolicy, ScheduleOverlapPolicy] = {
+    "Allow": ScheduleOverlapPolicy.ALLOW_ALL,
+    "Forbid": ScheduleOverlapPolicy.SKIP,
+    "Replace": ScheduleOverlapPolicy.TERMINATE_OTHER,
+    "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
+    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
+    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
+}
+
+
+def run_now_overlap(policy: ConcurrencyPolicy) -> ScheduleOverlapPolicy:
+    """The overlap policy of a run now's trigger: beside a running run under Allow, else
+    after it (BUFFER_ALL: never dropped, as a second buffered start is under BUFFER_ONE)."""
+    if policy == "Allow":
+        return ScheduleOverlapPolicy.ALLOW_ALL
+    return ScheduleOverlapPolicy.BUFFER_ALL
+
+
+def _duration(text: str | None) -> timedelta | None:
+    return parse_duration(text) if text is not None else None
+
+
+def _retry_policy(workflow: WorkflowSpec) -> RetryPolicy | None:
+    policy = workflow.retry_policy
+    if policy is None:
+        return None
+    return RetryPolicy(
+        initial_interval=_duration(policy.initial_interval) or timedelta(seconds=1),
+        backoff_coefficient=policy.backoff_coefficient or 2.0,
+        maximum_interval=_duration(policy.maximum_interval),
+        maximum_attempts=policy.maximum_attempts or 0,
+        non_retryable_error_types=policy.non_retryable_error_types,
+    )
+
+
+def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str]:
+    """(schedule id, the Schedule, its spec hash)."""
+    definition = desired_definition(sj, prefix)
+    spec_hash = definition_hash(definition)
+    spec = sj.spec
+    workflow = spec.workflow
+    assert workflow is not None
+    if spec.interval is not None:
+        schedule_spec = ScheduleSpec(
+            intervals=[
+                ScheduleIntervalSpec(
+                    every=parse_duration(spec.interval.every),
+                    offset=_duration(spec.interval.offset),
+                )
+            ]
+        )
+    else:
+        assert spec.schedule is not None
+        schedule_spec = ScheduleSpec(cron_expressions=[definition["cron"]])
+    schedule_spec.time_zone_name = spec.time_zone
+    schedule_spec.jitter = _duration(spec.jitter)
+    schedule_spec.start_at = spec.start_time
+    schedule_spec.end_at = spec.end_time
+    catchup = (
+        timedelta(seconds=spec.starting_deadline_seconds)
+        if spec.starting_deadline_seconds is not None
+        else DEFAULT_CATCHUP_WINDOW
+    )
+    action = ScheduleActionStartWorkflow(
+        workflow.type,
+        args=list(workflow.args or []),
+        id=workflow.id or definition["id"],
+        task_queue=workflow.task_queue,
+        execution_timeout=_duration(workflow.execution_timeout),
+        run_timeout=_duration(workflow.run_timeout),
+        task_timeout=_duration(workflow.task_timeout),
+        retry_policy=_retry_policy(workflow),
+        # Each run carries the version of the spec that started it.
+        memo={**(workflow.memo or {}), SPEC_HASH_MEMO_KEY: spec_hash},
+    )
+    schedule = Schedule(
+        action=action,
+        spec=schedule_spec,
+        policy=SchedulePolicy(overlap=OVERLAP[spec.concurrency_policy], catchup_window=catchup),
+        state=ScheduleState(paused=spec.suspend, note=suspend_note(spec) if spec.suspend else None),
+    )
+    return definition["id"], schedule, spec_hash
+
+
+def schedule_view(description: ScheduleDescription) -> ScheduleView:
+    """What status needs of describe(): the pause and its note, the actions' times."""
+    info, state = description.info, description.schedule.state
+    return ScheduleView(
+        paused=state.paused,
+        note=state.note,
+        scheduled=[action.scheduled_at for action in info.recent_actions],
+        running=len(info.running_actions),
+        next_action_times=list(info.next_action_times),
+    )
