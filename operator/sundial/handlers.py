@@ -24,8 +24,9 @@ from sundial import wiring
 from sundial.api.models import GROUP, PLURAL, VERSION
 from sundial.backend import Key
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
+from sundial.planning.news import changed_by_someone, status_of
 from sundial.reconcile import Reconciler
-from sundial.watchcache import WatchCache, changed_by_someone, object_key, status_of
+from sundial.watchcache import WatchCache, object_key
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,11 @@ from typing import Any
 from sundial.backend import Key
 from sundial.planning.cronjob import (
     JOB_NAME_LABEL,
-    REQUEST_ANNOTATION,
-    SCHEDULED_TIMESTAMP_ANNOTATION,
     SCHEDULEDJOB_LABEL,
-    slot_from_job_name,
 )
+from sundial.planning.jobs import job_record
 from sundial.planning.missed import JobRecord
-from sundial.planning.schedule import parse_time
+from sundial.planning.news import without_bookkeeping
 from sundial.planning.summaries import PodsEnded, pod_ended, pods_ended
 
 # Slots seen are kept this long: enough to outlive any Job history, bounded in memory.
@@ -41,69 +39,6 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 MAX_TOMBSTONES = 10_000
 # Deleted Jobs kept per owner until the status lists their runs (bounded either way).
 MAX_DEPARTED_PER_OWNER = 16
-# kubectl's client-side apply keeps the whole applied object in this annotation.
-LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def without_bookkeeping(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without what no pass reads and that is often most of it: managedFields
-    and kubectl's last-applied copy (client-go's informers drop managedFields with a
-    transform for the same reason). A shallow copy; the object given is left as it is."""
-    meta = obj.get("metadata")
-    if not meta:
-        return obj
-    annotations = meta.get("annotations") or {}
-    if "managedFields" not in meta and LAST_APPLIED_ANNOTATION not in annotations:
-        return obj
-    meta = {k: v for k, v in meta.items() if k != "managedFields"}
-    if LAST_APPLIED_ANNOTATION in annotations:
-        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
-    return {**obj, "metadata": meta}
-
-
-def job_record(job: dict[str, Any]) -> JobRecord | None:
-    """The slot a Job was made for, and how it went; None for a Job that is no slot's
-    (made by `kubectl create job --from`, or an annotation mangled by hand)."""
-    meta = job.get("metadata") or {}
-    status = job.get("status") or {}
-    try:
-        scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_TIMESTAMP_ANNOTATION))
-    except ValueError:
-        return None
-    if scheduled is None:
-        scheduled = _slot_from_controller_name(meta)
-    created = parse_time(meta.get("creationTimestamp"))
-    if scheduled is None or created is None:
-        return None
-    conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    failed = conditions.get("Failed", {}).get("status") == "True"
-    succeeded = conditions.get("Complete", {}).get("status") == "True"
-    finished_at = parse_time(status.get("completionTime")) or (
-        parse_time(conditions["Failed"].get("lastTransitionTime")) if failed else None
-    )
-    return JobRecord(
-        scheduled_time=scheduled,
-        created=created,
-        start_time=parse_time(status.get("startTime")),
-        finished_at=finished_at,
-        succeeded=succeeded,
-        failed=failed,
-        name=meta.get("name", ""),
-        requested=(meta.get("annotations") or {}).get(REQUEST_ANNOTATION),
-        reason=conditions["Failed"].get("reason") if failed else None,
-        message=conditions["Failed"].get("message") if failed else None,
-        pods_ended=int(status.get("succeeded") or 0) + int(status.get("failed") or 0),
-    )
-
-
-def _slot_from_controller_name(meta: dict[str, Any]) -> datetime | None:
-    """Without the annotation (clusters before 1.28, or the gate off), the slot is in the
-    name the CronJob controller gave the Job; only the controller's own Jobs (controller
-    owner reference) are slots, not `kubectl create job --from` ones."""
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "CronJob" and ref.get("controller"):
-            return slot_from_job_name(ref.get("name", ""), meta.get("name", ""))
-    return None
 
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
@@ -441,23 +376,3 @@ class WatchCache:
 
 def _number(version: str | None) -> int | None:
     return resource_version({"metadata": {"resourceVersion": version}})
-
-
-def status_of(obj: dict[str, Any] | None) -> Any:
-    return (obj or {}).get("status")
-
-
-def changed_by_someone(previous: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
-    """Whether a ScheduledJob event is news from outside: a new object, a spec change
-    (generation), or new annotations (requests, adoption) or deletion, or a finalizer
-    taken away (Sundial's, by someone: the pass puts it back); not one of Sundial's own
-    status writes coming back, nor the finalizer it added."""
-    if previous is None or current is None:
-        return previous is not current
-    before, after = previous.get("metadata", {}), current.get("metadata", {})
-    if set(before.get("finalizers") or ()) - set(after.get("finalizers") or ()):
-        return True
-    return any(
-        before.get(field) != after.get(field)
-        for field in ("generation", "annotations", "deletionTimestamp", "labels")
-    )

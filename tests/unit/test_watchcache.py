@@ -6,7 +6,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sundial.watchcache import MAX_DEPARTED_PER_OWNER, MAX_TOMBSTONES, WatchCache, job_record
+from sundial.planning.jobs import job_record
+from sundial.watchcache import MAX_DEPARTED_PER_OWNER, MAX_TOMBSTONES, WatchCache
 
 OWNER = ("shop", "invoices")
 LABELS = {"sundial.dev/scheduledjob": "invoices", "app.kubernetes.io/managed-by": "sundial"}
@@ -173,7 +174,7 @@ def test_deleted_cronjobs_and_jobs_are_not_brought_back_by_an_older_listing() ->
 def test_only_news_from_outside_counts_as_a_change() -> None:
     """Sundial's own status write comes back as a watch event: it is not urgent; a spec
     edit, a request annotation or a deletion is."""
-    from sundial.watchcache import changed_by_someone
+    from sundial.planning.news import changed_by_someone
 
     before = {"metadata": {"generation": 1, "resourceVersion": "5"}, "status": {"x": 1}}
     status_written = {"metadata": {"generation": 1, "resourceVersion": "6"}, "status": {"x": 2}}
@@ -188,7 +189,7 @@ def test_only_news_from_outside_counts_as_a_change() -> None:
 def test_a_finalizer_taken_away_is_news_and_one_added_is_not() -> None:
     """Issue 25.2: someone removing Sundial's finalizer wakes a pass at once, which puts
     it back; the finalizer Sundial added, coming back, is no news."""
-    from sundial.watchcache import changed_by_someone
+    from sundial.planning.news import changed_by_someone
 
     held = {"metadata": {"generation": 1, "finalizers": ["sundial.dev/temporal-schedule"]}}
     bare = {"metadata": {"generation": 1, "finalizers": []}}
@@ -232,7 +233,7 @@ def test_objects_are_cached_without_managed_fields_or_kubectls_last_applied_copy
 def test_a_status_write_coming_back_is_no_news_even_with_kubectls_annotation() -> None:
     """The cached copy lacks the last-applied annotation; the event compared with it must
     be compared as cached, or every status write would look like an annotation edit."""
-    from sundial.watchcache import changed_by_someone, without_bookkeeping
+    from sundial.planning.news import changed_by_someone, without_bookkeeping
 
     annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
     event = {"metadata": {"name": "invoices", "namespace": "shop", "generation": 1,

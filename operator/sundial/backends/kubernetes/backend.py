@@ -29,6 +29,7 @@ from sundial.ownwrites import OwnWrites
 from sundial.planning import cronjob as cj
 from sundial.planning import requests as rq
 from sundial.planning import status as st
+from sundial.planning.jobs import job_record
 from sundial.planning.missed import (
     SETTLE,
     KubernetesEvidence,
@@ -36,6 +37,7 @@ from sundial.planning.missed import (
     start_accounting,
     timetable_hash,
 )
+from sundial.planning.news import without_bookkeeping
 from sundial.planning.runs import (
     ObservedRun,
     job_run,
@@ -50,7 +52,6 @@ from sundial.planning.schedule import (
     timetable,
 )
 from sundial.planning.summaries import pod_ended, pods_ended
-from sundial.watchcache import job_record, without_bookkeeping
 
 log = logging.getLogger(__name__)
 
