@@ -13,7 +13,7 @@ from sundial.backend import Key
 from sundial.health import Health
 from sundial.kube import ApiException, KubeClient, api_error_message
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
-from sundial.planning.selector import LabelSelector
+from sundial.planning.selector import ShareSelector
 from sundial.watchcache import WatchCache, object_key
 from sundial.workqueue import WorkQueue
 
@@ -33,7 +33,7 @@ LISTINGS = (
 
 
 async def relist(
-    kube: KubeClient, cache: WatchCache, namespaces: list[str], share: LabelSelector
+    kube: KubeClient, cache: WatchCache, namespaces: list[str], share: ShareSelector
 ) -> list[Key]:
     """Fill the cache from full listings, and drop what they lack; returns keys to look at.
 
@@ -93,7 +93,7 @@ async def fill_cache(
     kube: KubeClient,
     cache: WatchCache,
     namespaces: list[str],
-    share: LabelSelector,
+    share: ShareSelector,
     health: Health | None,
 ) -> None:
     """The first listing, tried until the apiserver answers it. A 429, a 5xx, a 403 (RBAC
@@ -123,7 +123,7 @@ async def keep_relisting(
     cache: WatchCache,
     queue: WorkQueue[Key],
     namespaces: list[str],
-    share: LabelSelector,
+    share: ShareSelector,
 ) -> None:
     while True:
         await asyncio.sleep(RELIST_SECONDS)

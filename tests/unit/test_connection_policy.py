@@ -14,7 +14,8 @@ from sundial.api.connection_models import (
 )
 from sundial.api.models import BackendRef, ConnectionRef, ScheduledJob
 from sundial.backends.temporal.backend import MadeSchedule, _previous_schedule, _same_place
-from sundial.planning.connection_policy import refusal, selector_matches
+from sundial.planning.connection_policy import refusal
+from sundial.planning.selector import selector_matches
 
 LABELS = {"kubernetes.io/metadata.name": "payments", "team": "pay", "tier": "prod"}
 

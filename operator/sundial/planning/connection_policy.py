@@ -5,31 +5,10 @@ from __future__ import annotations
 
 from sundial.api.connection_models import (
     ClusterTemporalConnectionSpec,
-    LabelSelector,
     TemporalConnectionSpec,
 )
 from sundial.api.models import ConnectionRef, ScheduledJob
-
-
-def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelector semantics (every requirement ANDed; {} matches everything).
-    Written here because the Kubernetes Python client ships no selector evaluation: its
-    Go counterpart is apimachinery's labels.Selector."""
-    for key, value in (selector.match_labels or {}).items():
-        if labels.get(key) != value:
-            return False
-    for requirement in selector.match_expressions or []:
-        present = requirement.key in labels
-        values = requirement.values or []
-        if requirement.operator == "In" and not (present and labels[requirement.key] in values):
-            return False
-        if requirement.operator == "NotIn" and present and labels[requirement.key] in values:
-            return False
-        if requirement.operator == "Exists" and not present:
-            return False
-        if requirement.operator == "DoesNotExist" and present:
-            return False
-    return True
+from sundial.planning.selector import selector_matches
 
 
 def refusal(

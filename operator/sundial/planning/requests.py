@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sundial.api.models import RequestKind, RequestStatus
+from sundial.planning import schedule
 from sundial.planning.schedule import Timetable
 
 RUN_NOW_ANNOTATION = "sundial.dev/run-now"
@@ -59,9 +60,10 @@ def quoted(raw: str) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        raise ValueError("no time zone")
+    """A request's time: RFC 3339 with its zone (schedule.parse_time), never absent."""
+    value = schedule.parse_time(text)
+    if value is None:
+        raise ValueError("no time given")
     return value
 
 

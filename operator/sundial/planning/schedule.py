@@ -30,10 +30,14 @@ from sundial.api.models import Backend, IntervalSpec, ScheduledJobSpec
 
 
 def parse_time(value: object) -> datetime | None:
-    """A time as the apiserver writes it (RFC 3339, Z or an offset); None when absent."""
+    """A time in RFC 3339 (Z or an offset), as the apiserver writes it; None when absent.
+    A time without a zone is refused (ValueError): it would mean the reader's local time."""
     if not value:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError(f"{value!r} has no time zone (end it with Z or an offset)")
+    return parsed
 
 
 def iso(moment: datetime) -> str:
