@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -102,28 +102,35 @@ class RequestBudget:
         per_second: float,
         burst: int | None = None,
         on_request: Callable[[str], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.per_second = per_second
         self._on_request = on_request
         self.capacity = float(burst or max(1, int(per_second)))
         self._tokens = self.capacity
-        self._updated = time.monotonic()
+        self._clock = clock
+        self._sleep = sleep
+        self._updated = clock()
         self._lock = asyncio.Lock()
 
     async def take(self, operation: str = "") -> None:
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 self._tokens = min(
                     self.capacity, self._tokens + (now - self._updated) * self.per_second
                 )
                 self._updated = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
+                # Within rounding of a whole token is one: otherwise a clock whose float
+                # cannot move by the last sliver (far from its epoch) never gets there.
+                if self._tokens >= 1 - 1e-9:
+                    self._tokens = max(0.0, self._tokens - 1)
                     if self._on_request is not None:
                         self._on_request(operation)
                     return
-                await asyncio.sleep((1 - self._tokens) / self.per_second)
+                await self._sleep((1 - self._tokens) / self.per_second)
 
 
 def schedule_fingerprint(description: ScheduleDescription) -> str:
