@@ -1,6 +1,6 @@
 """sundial-cron on the real node (issue 28): the example service's image, run by a
 kubernetes-backed ScheduledJob, reports the slot it ran for, the one its Job was made for,
-both for a CronJob's own slot and for a run now, and its summary reaches
+for a CronJob's own slot, a run now and a backfill, and its summary reaches
 status.recentRuns[].message through the ended Pod's termination message.
 
 The temporal backend starts no Job of its own yet (the "one job, either backend" issue, 27):
@@ -9,6 +9,7 @@ when it does, a third case belongs here."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -41,15 +42,18 @@ def ended_pod(kubectl: Kubectl, namespace: str, job: str) -> dict[str, Any] | No
     return ended[0] if ended else None
 
 
+KINDS = {None: "slot", "RunNow/first": "run-now", "Backfill/past": "backfill"}
+
+
 def runs_to_check(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]] | None:
-    """One Job of a CronJob slot and the run now's, by kind, once both exist."""
+    """One Job of each path Sundial starts a run on (a CronJob slot, a run now, a
+    backfill), by kind, once all three exist."""
     found: dict[str, dict[str, Any]] = {}
     for job in owned_jobs(kubectl, namespace, "hello"):
-        requested = (job["metadata"].get("annotations") or {}).get(REQUEST)
-        kind = "run-now" if requested == "RunNow/first" else "slot" if requested is None else ""
+        kind = KINDS.get((job["metadata"].get("annotations") or {}).get(REQUEST), "")
         if kind and kind not in found:
             found[kind] = job
-    return found if len(found) == 2 else None
+    return found if len(found) == len(KINDS) else None
 
 
 def test_the_job_knows_its_slot_and_its_summary_reaches_status(
@@ -63,9 +67,14 @@ def test_the_job_knows_its_slot_and_its_summary_reaches_status(
                                           successfulRunsHistoryLimit=10))  # fmt: skip
     eventually(lambda: ready(kubectl, "hello", namespace), what="hello Ready")
     kubectl.run("annotate", "scheduledjob", "hello", "-n", namespace, "sundial.dev/run-now=first")
+    # A backfill of one past minute slot, before the object existed.
+    past = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=3)
+    kubectl.run("annotate", "scheduledjob", "hello", "-n", namespace,
+                f"sundial.dev/backfill=past;{past:%Y-%m-%dT%H:%M:%SZ};"
+                f"{past + timedelta(seconds=30):%Y-%m-%dT%H:%M:%SZ}")  # fmt: skip
 
     jobs = eventually(lambda: runs_to_check(kubectl, namespace), timeout=WAIT_SECONDS,
-                      what="a Job of a CronJob slot and the run now's")  # fmt: skip
+                      what="a Job of a CronJob slot, the run now's and the backfill's")  # fmt: skip
     for kind, made in jobs.items():
         name = made["metadata"]["name"]
         scheduled = parse_time(made["metadata"]["annotations"][SCHEDULED])
@@ -75,9 +84,12 @@ def test_the_job_knows_its_slot_and_its_summary_reaches_status(
         (container,) = pod["status"]["containerStatuses"]
         summary = json.loads(container["state"]["terminated"]["message"])
         # The slot the job reports is the one its Job was made for: from the Job's name
-        # (the downward API) for the controller's, from SUNDIAL_SLOT for the run now.
+        # (the downward API) for the controller's, from SUNDIAL_SLOT for the requested.
         assert parse_time(summary["slot"]) == scheduled, (kind, summary)
-        assert summary["requested"] == ("RunNow/first" if kind == "run-now" else None)
+        requested = {v: k for k, v in KINDS.items()}[kind]
+        assert summary["requested"] == requested, (kind, summary)
+        if kind == "backfill":
+            assert scheduled == past
         assert (summary["result"], summary["exitCode"]) == ("succeeded", 0)
         said = f"hello for slot {summary['slot']} (greetings=1)"
 
