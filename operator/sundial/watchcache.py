@@ -281,7 +281,7 @@ class WatchCache:
         spared: frozenset[str] = frozenset(),
     ) -> list[Key]:  # fmt: skip
         """After a full listing of a kind: what it lacks is gone, but in the `spared`
-        namespaces, which it could not read (handlers.relist)."""
+        namespaces, which it could not read (relist.relist)."""
         entries = {"scheduledjobs": self._scheduledjobs, "cronjobs": self._cronjobs,
                    "jobs": self._jobs}[kind]  # fmt: skip
         if kind == "jobs":

@@ -1,5 +1,5 @@
 """Temporal has no watch: the operator lists each connection's schedules every few seconds
-and looks at those whose entry changed (temporal_watch.py). With the per-object resync
+and looks at those whose entry changed (backends/temporal/watch.py). With the per-object resync
 at ten minutes, everything here reaches status only through that listing: a pause by
 hand, an edit by hand, a deletion by hand, and a run started by hand that ends."""
 

@@ -1,5 +1,5 @@
 """Who may use a connection (connection_policy.py), and when a schedule has moved
-(temporal_backend's placement rules): pure functions, no servers."""
+(the temporal backend's placement rules): pure functions, no servers."""
 
 from __future__ import annotations
 

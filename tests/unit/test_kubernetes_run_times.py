@@ -1,4 +1,4 @@
-"""A run's times come from its Pods, read once when it ends (kubernetes_backend): not again
+"""A run's times come from its Pods, read once when it ends (backends.kubernetes.backend): not again
 on later passes, whether the run is still listed in status or has fallen off the list."""
 
 from __future__ import annotations

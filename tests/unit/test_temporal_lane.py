@@ -1,4 +1,4 @@
-"""Which passes share a Temporal lane in the work queue (temporal_backend.temporal_lane)."""
+"""Which passes share a Temporal lane in the work queue (temporal.backend.temporal_lane)."""
 
 from __future__ import annotations
 

@@ -1,46 +1,26 @@
-"""When the temporal backend lists a schedule's executions (temporal_runs.observe_all_runs):
-only when more actions were taken than describe's recent actions hold, and it keeps
-listing while a listed run is still going. Temporal is a fake; `asyncio.run` drives it."""
+"""When the temporal backend lists a schedule's executions, and what a listing means
+(temporal.runs: listing_needed, sort_listed, listed_run, unseen_after): pure functions,
+no server. The I/O between them (describe, the listing, Temporal's counts) runs against the
+real dev server in tests/integration/test_unseen_runs_temporal.py."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 
-from sundial.api.models import ScheduledJob
+from sundial.api.models import RequestStatus, ScheduledJob
 from sundial.backends.temporal.client import ListedRun
-from sundial.backends.temporal.runs import MAX_LISTED_RUNS, observe_all_runs
+from sundial.backends.temporal.runs import (
+    MAX_LISTED_RUNS,
+    listed_run,
+    listing_needed,
+    settled_ids,
+    sort_listed,
+    unseen_after,
+)
+from sundial.planning.runs import counted_floor
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-
-
-class FakeTemporal:
-    def __init__(self, listed: list[ListedRun], kept: int | None = None) -> None:
-        self.listed = listed
-        # The schedule's executions Temporal still has (its visibility count).
-        self.kept = len(listed) if kept is None else kept
-        self.listings: list[datetime | None] = []
-        self.counts: list[datetime | None] = []
-
-    async def list_runs(self, connection: Any, schedule_id: str, closed_after: datetime | None,
-                        limit: int) -> list[ListedRun]:  # fmt: skip
-        self.listings.append(closed_after)
-        return self.listed[:limit]
-
-    async def count_runs(self, connection: Any, schedule_id: str,
-                         closed_after: datetime | None = None) -> int:  # fmt: skip
-        self.counts.append(closed_after)
-        if closed_after is None:
-            return self.kept
-        return len([r for r in self.listed if r.close_time is None or r.close_time > closed_after])
-
-
-def description(num_actions: int) -> Any:
-    info = SimpleNamespace(recent_actions=[], running_workflows=[], num_actions=num_actions)
-    return SimpleNamespace(id="sundial/team/nightly", info=info,
-                           raw_description=SimpleNamespace(info=info))  # fmt: skip
 
 
 def listed(n: int, status: str = "COMPLETED") -> ListedRun:
@@ -61,80 +41,70 @@ def sj(seen: int | None, **status: Any) -> ScheduledJob:
     })  # fmt: skip
 
 
-def observe(temporal: FakeTemporal, obj: ScheduledJob, actions: int) -> tuple[list[str], int]:
-    ids, seen, _ = observe_counting(temporal, obj, actions)
-    return ids, seen
-
-
-def observe_counting(
-    temporal: FakeTemporal, obj: ScheduledJob, actions: int
-) -> tuple[list[str], int, int]:
-    runs, seen, unseen = asyncio.run(observe_all_runs(temporal, obj, None, description(actions)))  # type: ignore[arg-type]
-    return [run.workflow_id or "" for run in runs], seen, unseen
+def ids(runs: list[ListedRun]) -> list[str]:
+    return [run.workflow_id for run in runs]
 
 
 def test_no_listing_while_the_recent_actions_cover_every_new_action() -> None:
-    temporal = FakeTemporal([listed(0)])
-    assert observe(temporal, sj(5), 5) == ([], 5)
-    assert temporal.listings == []
+    assert not listing_needed(5, 5, 0)
+    assert not listing_needed(0, 10, 10)  # describe keeps the 10 latest
+    assert listing_needed(0, 11, 10)
+    assert listing_needed(None, 15, 10), "no baseline yet: list"
 
 
 def test_actions_beyond_the_recent_ones_come_from_the_listing() -> None:
-    temporal = FakeTemporal([listed(n) for n in range(15)])
-    ids, seen = observe(temporal, sj(0), 15)
-    assert (sorted(ids), seen) == (sorted(f"w-{n}" for n in range(15)), 15)
-    assert len(temporal.listings) == 1
+    to_record, going = sort_listed([listed(n) for n in range(15)], set())
+    assert (sorted(ids(to_record)), going) == (sorted(f"w-{n}" for n in range(15)), False)
 
 
-def test_a_listed_run_still_going_holds_the_count_so_the_next_pass_lists_again() -> None:
-    temporal = FakeTemporal([listed(0), listed(1, status="RUNNING")])
-    assert observe(temporal, sj(3), 15) == (["w-0"], 3)
+def test_a_listed_run_still_going_is_not_recorded_and_holds_the_count() -> None:
+    to_record, going = sort_listed([listed(0), listed(1, status="RUNNING")], set())
+    assert (ids(to_record), going) == (["w-0"], True)
 
 
-def test_actions_whose_runs_temporal_no_longer_has_are_stated_unseen_once() -> None:
+def test_what_is_counted_already_is_not_recorded_again() -> None:
+    # A run still going that fell off the recent actions started before every run status
+    # lists: the listing is bounded by countedSince (runs ending later are not counted
+    # yet, whenever they started), and what status counted is not counted twice.
+    floor = T0 + timedelta(days=1, seconds=3)
+    status = sj(0, countedSince=floor.isoformat(), countedRuns=[
+        {"name": "w-9", "ended": (floor + timedelta(hours=1)).isoformat()}]).status  # fmt: skip
+    assert counted_floor(status) == floor
+    to_record, _ = sort_listed([listed(n) for n in range(4, 12)] + [listed(5)],
+                               settled_ids(status, []))  # fmt: skip
+    assert ids(to_record) == [f"w-{n}" for n in range(4, 12) if n != 9], "once each"
+
+
+def test_actions_whose_runs_temporal_no_longer_has_are_stated_unseen() -> None:
     # 15 actions since the last pass; Temporal deleted the 5 oldest executions (retention)
-    # before Sundial looked: 10 are counted, 5 stated unseen, and the count moves on.
-    temporal = FakeTemporal([listed(n) for n in range(5, 15)])
-    ids, seen, unseen = observe_counting(temporal, sj(0), 15)
-    assert (len(ids), seen, unseen) == (10, 15, 5)
-    assert temporal.counts == [None]  # the schedule's executions Temporal still has
+    # before Sundial looked: 10 found, Temporal keeps 10, so 5 are unseen.
+    assert unseen_after(0, 15, shown=10, listed=10, kept=10, pending=None) == 5
 
 
 def test_no_gap_is_claimed_while_temporal_still_has_every_run() -> None:
-    temporal = FakeTemporal([listed(n) for n in range(15)])
-    assert observe_counting(temporal, sj(0), 15)[1:] == (15, 0)
-    assert temporal.counts == []  # as many found as actions taken: no count asked
+    assert unseen_after(0, 15, shown=15, listed=15, kept=None, pending=None) == 0
     # Old executions Temporal keeps pad its count: a short listing alone claims nothing.
-    temporal = FakeTemporal([listed(n) for n in range(12)], kept=40)
-    assert observe_counting(temporal, sj(0), 15)[1:] == (15, 0)
+    assert unseen_after(0, 15, shown=12, listed=12, kept=40, pending=None) == 0
     # No baseline (a status from before seenActions): nothing claimed either.
-    temporal = FakeTemporal([listed(n) for n in range(5, 15)])
-    assert observe_counting(temporal, sj(None), 15)[1:] == (15, 0)
-
-
-def test_no_gap_is_judged_while_a_listed_run_is_still_going() -> None:
-    temporal = FakeTemporal([listed(n) for n in range(5, 14)] + [listed(14, status="RUNNING")])
-    ids, seen, unseen = observe_counting(temporal, sj(0), 15)
-    assert (len(ids), seen, unseen) == (9, 0, 0)
-
-
-def test_the_listing_reaches_back_to_the_counted_floor_not_to_a_start() -> None:
-    # A run still going that fell off the recent actions started before every run status
-    # lists: the listing is bounded by countedSince (runs ending later are not counted
-    # yet, whenever they started), so it is listed again once it has ended.
-    floor = T0 + timedelta(days=1, seconds=3)
-    status = {
-        "countedSince": floor.isoformat(),
-        "countedRuns": [{"name": "w-9", "ended": (floor + timedelta(hours=1)).isoformat()}],
-    }
-    temporal = FakeTemporal([listed(n) for n in range(4, 12)])
-    ids, _, _ = observe_counting(temporal, sj(0, **status), 15)
-    assert temporal.listings == [floor]
-    assert "w-9" not in ids  # counted before
+    assert unseen_after(None, 15, shown=10, listed=10, kept=10, pending=None) == 0
+    # A count that went back (a schedule made anew): nothing claimed.
+    assert unseen_after(20, 15, shown=0, listed=0, kept=0, pending=None) == 0
 
 
 def test_more_runs_than_one_listing_holds_are_stated_not_dropped() -> None:
-    many = [listed(n) for n in range(MAX_LISTED_RUNS + 30)]
-    temporal = FakeTemporal(many)
-    ids, seen, unseen = observe_counting(temporal, sj(0), len(many))
-    assert (len(ids), seen, unseen) == (MAX_LISTED_RUNS, len(many), 30)
+    many = MAX_LISTED_RUNS + 30
+    assert unseen_after(0, many, shown=MAX_LISTED_RUNS, listed=MAX_LISTED_RUNS,
+                        kept=many, pending=many) == 30  # fmt: skip
+
+
+def test_a_listed_run_carries_its_backfill_and_its_failure() -> None:
+    request = RequestStatus(kind="Backfill", id="fill", outcome="Done",
+                            received_time=T0 - timedelta(minutes=1), start=T0,
+                            end=T0 + timedelta(hours=20), runs_requested=20,
+                            runs_started=20)  # fmt: skip
+    failed = listed_run(listed(3, status="FAILED"), [request], ("ApplicationError", "boom"))
+    assert failed.requested == "Backfill/fill"
+    assert failed.workflow_id == "w-3"
+    assert "boom" in (failed.message or "")
+    scheduled = listed_run(listed(3), [], None)
+    assert scheduled.requested is None

@@ -1,4 +1,4 @@
-"""Which schedules a listing wakes (temporal_watch.changed): pure, no server."""
+"""Which schedules a listing wakes (backends.temporal.watch.changed): pure, no server."""
 
 from __future__ import annotations
 

@@ -9,8 +9,14 @@ from datetime import UTC, datetime
 
 from temporalio.client import ScheduleDescription
 
-from sundial.api.models import RequestStatus, ScheduledJob
-from sundial.backends.temporal.client import NOT_SEEN_ENDED, Connection, Temporal, TemporalRejected
+from sundial.api.models import RequestStatus, ScheduledJob, ScheduledJobStatus
+from sundial.backends.temporal.client import (
+    NOT_SEEN_ENDED,
+    Connection,
+    ListedRun,
+    Temporal,
+    TemporalRejected,
+)
 from sundial.backends.temporal.schedule import OVERLAP, run_now_overlap
 from sundial.errors import SpecProblem
 from sundial.planning import requests as rq
@@ -42,55 +48,97 @@ async def observe_all_runs(
     (status.seenActions), which stays where it was while a listed run is still going, so
     the next pass lists again until it has ended; and the runs of actions taken since that
     Sundial cannot see (status.unseenRuns): executions Temporal no longer has (retention),
-    and those beyond one pass's listing."""
+    and those beyond one pass's listing. The I/O is here; what it means is decided by the
+    pure functions below it (listing_needed, sort_listed, listed_run, unseen_after)."""
     observed = await observe_runs(temporal, sj, connection, description)
     info = description.info
     seen = sj.status.seen_actions or 0
-    if info.num_actions - seen <= len(info.recent_actions):
+    if not listing_needed(sj.status.seen_actions, info.num_actions, len(info.recent_actions)):
         return observed, info.num_actions, 0
     floor = counted_floor(sj.status)
     listed = await temporal.list_runs(connection, description.id, floor, MAX_LISTED_RUNS)
-    settled = {r.workflow_id for r in sj.status.recent_runs if r.workflow_id and is_finished(r)}
-    settled |= {run.name for run in sj.status.counted_runs}
-    settled |= {run.workflow_id for run in observed if run.workflow_id}
-    going = False
-    for run in listed:
-        if run.workflow_id in settled:
-            continue
-        settled.add(run.workflow_id)
-        if run.status in ("RUNNING", "CONTINUED_AS_NEW"):
-            going = True
-            continue  # listed again, ended, by a later pass
-        failure_type = failure_message = None
-        if run.status == "FAILED":
-            found = await temporal.look_up_run(connection, run.workflow_id)
-            if found is not None:
-                failure_type, failure_message = found.failure_type, found.failure_message
-        requested = rq.backfill_of(sj.status.requests, run.scheduled_time,
-                                   run.start_time or run.scheduled_time)  # fmt: skip
-        observed.append(replace(workflow_run(
-            run.workflow_id, run.scheduled_time, status=run.status, run_id=run.run_id,
-            start_time=run.start_time, close_time=run.close_time,
-            failure_type=failure_type, failure_message=failure_message,
-        ), requested=requested))  # fmt: skip
+    to_record, going = sort_listed(listed, settled_ids(sj.status, observed))
+    for run in to_record:
+        found = await temporal.look_up_run(connection, run.workflow_id) if (
+            run.status == "FAILED") else None  # fmt: skip
+        failure = (found.failure_type, found.failure_message) if found is not None else None
+        observed.append(listed_run(run, sj.status.requests, failure))
     if going:
         return observed, seen, 0
-    # Every run Temporal still has was listed (or is among the recent actions) and is now
-    # counted, or was before. Fewer found than actions taken: Temporal's own count of the
-    # executions it keeps says how many are gone for good.
-    shown = {run.workflow_id for run in listed}
     recent = description.raw_description.info.recent_actions
+    shown = {run.workflow_id for run in listed}
     shown |= {action.start_workflow_result.workflow_id for action in recent}
-    unseen = unseen_actions(sj.status.seen_actions, info.num_actions, len(shown))
-    if unseen:
+    kept = pending = None
+    if unseen_actions(sj.status.seen_actions, info.num_actions, len(shown)):
         kept = await temporal.count_runs(connection, description.id)
-        unseen = unseen_actions(sj.status.seen_actions, info.num_actions, max(kept, len(shown)))
     if len(listed) >= MAX_LISTED_RUNS:
-        # More to count than one listing holds: the rest would be old news by the next
-        # pass (countedSince moves past them), so they are stated, not dropped.
         pending = await temporal.count_runs(connection, description.id, floor)
-        unseen = max(unseen, pending - len(listed))
+    unseen = unseen_after(sj.status.seen_actions, info.num_actions, len(shown), len(listed),
+                          kept=kept, pending=pending)  # fmt: skip
     return observed, info.num_actions, unseen
+
+
+def listing_needed(seen: int | None, taken: int, recent: int) -> bool:
+    """More actions were taken since status.seenActions than describe's recent actions
+    hold: the rest must come from the schedule's execution listing."""
+    return taken - (seen or 0) > recent
+
+
+def settled_ids(status: ScheduledJobStatus, observed: list[ObservedRun]) -> set[str]:
+    """The executions already counted (in status) or observed in this pass."""
+    settled = {r.workflow_id for r in status.recent_runs if r.workflow_id and is_finished(r)}
+    settled |= {run.name for run in status.counted_runs}
+    settled |= {run.workflow_id for run in observed if run.workflow_id}
+    return settled
+
+
+def sort_listed(listed: list[ListedRun], settled: set[str]) -> tuple[list[ListedRun], bool]:
+    """Of one listing: the ended runs not yet counted (once each), and whether a run not yet
+    counted is still going (then the next pass lists again, and no gap is judged)."""
+    to_record: list[ListedRun] = []
+    going = False
+    seen = set(settled)
+    for run in listed:
+        if run.workflow_id in seen:
+            continue
+        seen.add(run.workflow_id)
+        if run.status in ("RUNNING", "CONTINUED_AS_NEW"):
+            going = True  # listed again, ended, by a later pass
+        else:
+            to_record.append(run)
+    return to_record, going
+
+
+def listed_run(
+    run: ListedRun, requests: list[RequestStatus], failure: tuple[str | None, str | None] | None
+) -> ObservedRun:
+    """A listed execution as a run: its backfill request (by its slot and start), and a
+    failed one's failure as its look-up found it."""
+    failure_type, failure_message = failure or (None, None)
+    requested = rq.backfill_of(requests, run.scheduled_time, run.start_time or run.scheduled_time)
+    return replace(workflow_run(
+        run.workflow_id, run.scheduled_time, status=run.status, run_id=run.run_id,
+        start_time=run.start_time, close_time=run.close_time,
+        failure_type=failure_type, failure_message=failure_message,
+    ), requested=requested)  # fmt: skip
+
+
+def unseen_after(
+    seen: int | None, taken: int, shown: int, listed: int, *, kept: int | None,
+    pending: int | None,
+) -> int:  # fmt: skip
+    """The runs of the actions since `seen` that Sundial cannot see, after a listing that
+    found `listed` executions (`shown` with describe's recent actions). Fewer found than
+    actions taken: Temporal's own count of the executions it keeps (`kept`) says how many
+    are gone for good. A listing cut at MAX_LISTED_RUNS: the rest (`pending`, Temporal's
+    count since countedSince) would be old news by the next pass (countedSince moves past
+    them), so they are stated, not dropped."""
+    unseen = unseen_actions(seen, taken, shown)
+    if unseen and kept is not None:
+        unseen = unseen_actions(seen, taken, max(kept, shown))
+    if listed >= MAX_LISTED_RUNS and pending is not None:
+        unseen = max(unseen, pending - listed)
+    return unseen
 
 
 async def observe_runs(
