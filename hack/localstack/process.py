@@ -49,7 +49,13 @@ class PidRecord:
     cmdline: str
 
     def alive(self) -> bool:
-        return cmdline(self.pid) == self.cmdline
+        """Whether the pid still runs the recorded argv. A server may retitle itself and
+        keep its argv at the end (nginx: "nginx: master process <argv>"); a recycled pid
+        runs something else."""
+        actual = cmdline(self.pid)
+        if actual is None:
+            return False
+        return actual == self.cmdline or actual.endswith(" " + self.cmdline)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps({"pid": self.pid, "cmdline": self.cmdline}) + "\n")
