@@ -63,6 +63,11 @@ class Sampled:
     # ends (the documented hold, one run at a time across a switch; without a node, for
     # ever; the pass may wait for an apiserver fault to end: switch_held).
     held: bool = False
+    # Its namespace is refused by the connections now, faults or not: the schedule is to
+    # be paused, and Ready may say so only once a status write goes through (invariant 6
+    # judges that after the quiet grace; until then a paused schedule under a stale
+    # Ready=True is the revocation in progress, not "neither").
+    revoked: bool = False
 
 
 @dataclass
@@ -227,8 +232,14 @@ def wrong_states(state: Sampled, grace: float) -> list[str]:
     wrong = []
     if int(state.cron_active) + state.schedules_running >= 2:
         wrong.append("both")
+    revoking = (
+        state.backend == "temporal"
+        and state.revoked
+        and (state.revoked_quiet_for is None or state.revoked_quiet_for < grace)
+    )
     if (not state.cron_active and state.schedules_running == 0 and state.ready == "True"
-            and not state.suspended and not state.deleting and not state.held):  # fmt: skip
+            and not state.suspended and not state.deleting and not state.held
+            and not revoking):  # fmt: skip
         wrong.append("neither")
     if (state.backend == "temporal" and state.revoked_quiet_for is not None
             and state.revoked_quiet_for >= grace

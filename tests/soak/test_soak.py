@@ -534,7 +534,7 @@ class Soak:
                 self.observed.runs.setdefault(f"job/{meta.uid}", Run(
                     owner, parse_time(slot), f"job/{meta.namespace}/{meta.name}",
                     (meta.annotations or {}).get("sundial.dev/request")))  # fmt: skip
-        revoked = self._revoked_quiet_for(now)
+        revoked, refused = self._revoked_quiet_for(now), self._refused_namespaces()
         refs = [(sj["metadata"]["namespace"], sj["metadata"]["name"]) for sj in sjs]
         schedules = self.temporal.run(lambda: _describe_all(self.clients, refs), 20)
         for sj, ref in zip(sjs, refs, strict=True):
@@ -556,6 +556,7 @@ class Soak:
                 suspended=bool(sj["spec"].get("suspend")),
                 deleting=bool(sj["metadata"].get("deletionTimestamp")),
                 revoked_quiet_for=revoked.get(ref[0]),
+                revoked=ref[0] in refused,
                 held=switch_held(
                     SWITCH_NOTE in schedules.get(ref, {}).values(),
                     sj["spec"].get("concurrencyPolicy", "Forbid") == "Forbid",
@@ -571,6 +572,16 @@ class Soak:
                 self.observed.neither_while_ready.append((now, ref))
             if "revoked" in wrong:
                 self.observed.revoked_running.append((now, ref))
+
+    def _refused_namespaces(self) -> set[str]:
+        """The soak's namespaces the apiserver shows without the label the connections
+        select, now, faults or not."""
+        return {
+            namespace.metadata.name
+            for namespace in self.core.list_namespace(_request_timeout=10).items
+            if namespace.metadata.name in NAMESPACES
+            and ADMITTED not in (namespace.metadata.labels or {})
+        }
 
     def _revoked_quiet_for(self, now: float) -> dict[str, float]:
         """Each namespace the apiserver shows without the label the connections select: how

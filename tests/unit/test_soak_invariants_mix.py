@@ -101,7 +101,7 @@ def test_a_revoked_object_paused_and_saying_why_is_no_violation() -> None:
     # Within the grace (a pass has yet to read the namespace's labels): not yet.
     assert wrong_states(sampled(revoked_quiet_for=GRACE - 1), GRACE) == []
     # Paused but Ready=True: it does not say why (2b's "neither" too).
-    silent = sampled(schedules_running=0, revoked_quiet_for=GRACE + 1)
+    silent = sampled(schedules_running=0, revoked=True, revoked_quiet_for=GRACE + 1)
     assert wrong_states(silent, GRACE) == ["neither", "revoked"]
     # A kubernetes-backed object has nothing to revoke.
     assert wrong_states(sampled(backend="kubernetes", cron_active=True, schedules_running=0,
@@ -331,3 +331,15 @@ def test_an_apiserver_fault_right_after_the_job_ended_extends_the_hold() -> None
     # Not the switch's pause, or not Forbid: no hold, fault or not.
     assert not held("05:31:52", ["05:31:47"], fault, note=False)
     assert not held("05:31:52", ["05:31:47"], fault, forbid=False)
+
+
+def test_a_revocation_under_a_status_write_fault_is_not_neither_until_the_grace() -> None:
+    """The long soak's case (seed 1765007000): the namespace unlabelled while status writes
+    were refused; the operator paused the schedule at once, its Ready=False was refused, so
+    a stale Ready=True stood beside the paused schedule until the fault ended."""
+    during_fault = sampled(schedules_running=0, revoked=True, revoked_quiet_for=None)
+    assert wrong_states(during_fault, GRACE) == []
+    just_quiet = sampled(schedules_running=0, revoked=True, revoked_quiet_for=GRACE - 1)
+    assert wrong_states(just_quiet, GRACE) == []
+    # Not revoked: paused under Ready=True is "neither", fault or not.
+    assert wrong_states(sampled(schedules_running=0, revoked_quiet_for=None), GRACE) == ["neither"]
