@@ -534,7 +534,8 @@ class Soak:
                 self.observed.runs.setdefault(f"job/{meta.uid}", Run(
                     owner, parse_time(slot), f"job/{meta.namespace}/{meta.name}",
                     (meta.annotations or {}).get("sundial.dev/request")))  # fmt: skip
-        revoked, refused = self._revoked_quiet_for(now), self._refused_namespaces()
+        refused = self._refused_namespaces()  # one listing a sample
+        revoked = self._revoked_quiet_for(refused, now)
         refs = [(sj["metadata"]["namespace"], sj["metadata"]["name"]) for sj in sjs]
         schedules = self.temporal.run(lambda: _describe_all(self.clients, refs), 20)
         for sj, ref in zip(sjs, refs, strict=True):
@@ -583,17 +584,13 @@ class Soak:
             and ADMITTED not in (namespace.metadata.labels or {})
         }
 
-    def _revoked_quiet_for(self, now: float) -> dict[str, float]:
-        """Each namespace the apiserver shows without the label the connections select: how
-        long it has been so with no fault in force (none while a fault is)."""
-        found = {}
-        for namespace in self.core.list_namespace(_request_timeout=10).items:
-            name = namespace.metadata.name
-            if name in NAMESPACES and ADMITTED not in (namespace.metadata.labels or {}):
-                since = max(self.unlabelled.get(name, now), self.last_fault_end)
-                if not self.fault_on:
-                    found[name] = now - since
-        return found
+    def _revoked_quiet_for(self, refused: set[str], now: float) -> dict[str, float]:
+        """For each refused namespace: how long it has been so with no fault in force (none
+        while a fault is)."""
+        if self.fault_on:
+            return {}
+        return {name: now - max(self.unlabelled.get(name, now), self.last_fault_end)
+                for name in refused}  # fmt: skip
 
     @staticmethod
     def _running(schedules: dict[str, str | None]) -> int:
