@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sundial.planning.runs import pod_span
+from sundial.planning.runs import MESSAGE_LIMIT, pod_span
 
-# status.recentRuns[].message holds at most runs.MESSAGE_LIMIT (1,024) characters; a
-# summary is cut well before that in the cache (a Pod's message may be 4 KB).
-SUMMARY_LIMIT = 1024
+# A summary is cut in the cache to what status.recentRuns[].message holds (a Pod's message
+# may be 4 KB).
+SUMMARY_LIMIT = MESSAGE_LIMIT
 
 
 @dataclass(frozen=True)
