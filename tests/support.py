@@ -477,6 +477,13 @@ def namespaced_overlay_rbac(
     return documents
 
 
+def lease_holder(kubectl: Kubectl, name: str, namespace: str) -> str:
+    """Who holds the Lease now, by the apiserver ("" when none or no Lease)."""
+    lease = kubectl.get("lease", name, namespace) or {}
+    holder: str = (lease.get("spec") or {}).get("holderIdentity") or ""
+    return holder
+
+
 def audit_events(path: Path) -> list[dict[str, Any]]:
     """The apiserver's audit log (the stack's "writes" policy), oldest first."""
     if not path.exists():

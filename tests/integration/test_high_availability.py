@@ -26,6 +26,7 @@ from support import (
     eventually,
     in_shard,
     kubernetes_scheduledjob,
+    lease_holder,
     no_retry_job,
     ready,
     rendered,
@@ -52,6 +53,10 @@ def install_rbac(kubectl: Kubectl) -> None:
     documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/cluster-wide")
                  if d["kind"] not in skip]  # fmt: skip
     kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+
+
+def holder(kubectl: Kubectl) -> str:
+    return lease_holder(kubectl, LEASE, OPERATOR_NAMESPACE)
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +89,6 @@ def replicas(
         process.stop()
 
 
-def lease_holder(kubectl: Kubectl) -> str:
-    lease = kubectl.get("lease", LEASE, OPERATOR_NAMESPACE) or {}
-    holder: str = (lease.get("spec") or {}).get("holderIdentity") or ""
-    return holder
-
-
 def status_writers(audit_log: Path, namespace: str) -> list[str]:
     """Which replica wrote each status of the namespace's ScheduledJobs, in order."""
     writes = [
@@ -119,7 +118,7 @@ def test_the_standby_takes_over_when_the_leader_stops_and_nothing_is_done_twice(
     kubernetes_names: list[str] = []
     temporal_names: list[str] = []
     failovers: list[tuple[str, float]] = []
-    leader = eventually(lambda: lease_holder(kubectl) in REPLICAS and lease_holder(kubectl),
+    leader = eventually(lambda: holder(kubectl) in REPLICAS and holder(kubectl),
                         what="one replica leads")  # fmt: skip
     # Issue 25.17: the standby serves /metrics too (the Service names both replicas; a
     # target down for ever is an alert about nothing).
@@ -154,7 +153,7 @@ def test_the_standby_takes_over_when_the_leader_stops_and_nothing_is_done_twice(
         stopped = time.monotonic()
         replicas[leader].proc.send_signal(how)  # type: ignore[union-attr]
         standby = next(name for name in REPLICAS if name != leader)
-        eventually(lambda standby=standby: lease_holder(kubectl) == standby,
+        eventually(lambda standby=standby: holder(kubectl) == standby,
                    timeout=90, interval=0.2,
                    what=f"{standby} takes over from {leader}")  # fmt: skip
         failovers.append((how.name, time.monotonic() - stopped))

@@ -26,6 +26,7 @@ from support import (
     faulted_operator,
     in_shard,
     kubernetes_scheduledjob,
+    lease_holder,
     parse_time,
 )
 
@@ -38,10 +39,8 @@ LEADER, STANDBY = "fence-a", "fence-b"
 ANSWER_DELAY = 7.0
 
 
-def lease_holder(kubectl: Kubectl) -> str:
-    lease = kubectl.get("lease", LEASE, CLUSTER_RESOURCE_NAMESPACE) or {}
-    holder: str = (lease.get("spec") or {}).get("holderIdentity") or ""
-    return holder
+def holder(kubectl: Kubectl) -> str:
+    return lease_holder(kubectl, LEASE, CLUSTER_RESOURCE_NAMESPACE)
 
 
 def accepted_writes(audit_log: Path, user: str) -> list[dict[str, Any]]:
@@ -76,7 +75,11 @@ def test_a_leader_whose_lease_answers_are_slow_stops_writing_before_the_standby_
     standby = faulted_operator(stack, STANDBY, SHARD, user=STANDBY, **settings)
     stopped_after.extend([leader, standby])
     leader.start()
-    eventually(lambda: lease_holder(kubectl) == LEADER, timeout=60, what="the first leads")
+    eventually(
+        lambda: holder(kubectl) == LEADER,
+        timeout=60,
+        what="the first leads",
+    )
     standby.start()
     eventually(lambda: standby.readiness()[0] == 200, timeout=60, what="the standby is ready")
 
@@ -110,7 +113,7 @@ def test_a_leader_whose_lease_answers_are_slow_stops_writing_before_the_standby_
         eventually(lambda: any(not is_lease(e) for e in accepted_writes(audit, LEADER)),
                    what="the leader writes while it leads")  # fmt: skip
         relay.latency(ANSWER_DELAY, "answer")
-        eventually(lambda: lease_holder(kubectl) == STANDBY, timeout=90, interval=0.2,
+        eventually(lambda: holder(kubectl) == STANDBY, timeout=90, interval=0.2,
                    what="the standby takes over from the slow leader")  # fmt: skip
         process = leader.proc
         assert process is not None
