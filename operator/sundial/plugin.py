@@ -3,7 +3,8 @@
 `kubectl sundial status|run|backfill|suspend|resume|list`. A request (run, backfill) is an
 annotation with a fresh id on the ScheduledJob (requests.py); the plugin then waits for the
 operator to acknowledge it in status.requests and prints the outcome. suspend and resume
-write spec.suspend (and spec.suspendNote), as `kubectl patch` would.
+write spec.suspend (and spec.suspendNote), as `kubectl patch` would. status and list draw
+each object's run timeline (timeline.py), in colour on a terminal that takes it.
 
 Exit codes: 0 done (or accepted and waiting), 1 bad input or refused, 2 usage, 3 the
 operator did not answer in time.
@@ -13,20 +14,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
-from typing import Any, NoReturn, cast
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, NoReturn, TextIO, cast
 
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
+from sundial import timeline
 from sundial.api import reasons
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
+from sundial.api.status_models import ScheduledJobStatus
 from sundial.planning import requests as rq
-from sundial.planning.schedule import ScheduleError, iso, parse_time, time_zone, timetable
+from sundial.planning.schedule import (
+    ScheduleError,
+    iso,
+    parse_duration,
+    parse_time,
+    time_zone,
+    timetable,
+)
 
 FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
@@ -161,7 +174,7 @@ def status(session: Session, args: argparse.Namespace) -> int:
     if args.output:
         _dump(obj, args.output)
         return 0
-    print(describe(obj))
+    print(describe(obj, now=datetime.now(UTC), palette=palette(args.color)))
     return 0
 
 
@@ -170,38 +183,114 @@ def list_verb(session: Session, args: argparse.Namespace) -> int:
     if args.output:
         _dump({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
         return 0
-    header = ["NAMESPACE", "NAME", "BACKEND", "SCHEDULE", "TIMEZONE", "SUSPENDED",
-              "LAST RESULT", "LAST RUN", "NEXT RUN", "MISSED", "FAILURES", "READY"]  # fmt: skip
-    rows = [header]
-    for obj in sorted(items, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
-        spec, st = obj.get("spec", {}), obj.get("status", {})
-        ready = _conditions(st).get(reasons.READY, {})
-        every = (spec.get("interval") or {}).get("every")
-        rows.append([
-            obj["metadata"]["namespace"], obj["metadata"]["name"],
-            spec.get("backend", "kubernetes"), spec.get("schedule") or f"every {every}",
-            spec.get("timeZone", "UTC"), str(bool(spec.get("suspend", False))).lower(),
-            st.get("lastResult", "-"), st.get("lastScheduleTime", "-"),
-            (st.get("nextRunTimes") or ["-"])[0], str(st.get("missedRuns", 0)),
-            str(st.get("consecutiveFailures", 0)),
-            f"{ready.get('status', 'Unknown')}/{ready.get('reason', '-')}",
-        ])  # fmt: skip
-    if not session.all_namespaces:
-        rows = [row[1:] for row in rows]
-    if len(rows) == 1:
+    if not items:
         where = "any namespace" if session.all_namespaces else f"namespace {session.namespace}"
         print(f"No ScheduledJobs in {where}.")
         return 0
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print("\n".join(table(items, datetime.now(UTC), palette(args.color),
+                          namespaces=session.all_namespaces)))  # fmt: skip
     return 0
 
 
 # ---- the readable view ----------------------------------------------------------------
 
+LIST_SLOTS = 20  # cells per row in `list`; `status` draws up to 30
 
-def describe(obj: dict[str, Any]) -> str:
+
+def table(
+    items: list[dict[str, Any]],
+    now: datetime,
+    paint: timeline.Palette = timeline.PLAIN,
+    *,
+    namespaces: bool = True,
+) -> list[str]:
+    """`kubectl sundial list`: a row per object with its recent slots (RECENT, oldest to
+    newest), its next run and last duration, then the legend of the cells drawn, once."""
+    header = ["NAMESPACE", "NAME", "BACKEND", "SCHEDULE", "TIMEZONE", "LAST RESULT",
+              "RECENT", "NEXT RUN", "DURATION", "MISSED", "FAILURES", "READY"]  # fmt: skip
+    recent = header.index("RECENT")
+    rows, painted, drawn = [header], [header[recent]], list[timeline.Cell]()
+    for obj in sorted(items, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
+        spec, st = obj.get("spec", {}), obj.get("status", {})
+        ready = _conditions(st).get(reasons.READY, {})
+        every = (spec.get("interval") or {}).get("every")
+        line = object_timeline(obj, now, paint, limit=LIST_SLOTS)
+        if isinstance(line, str):  # unreadable: said in the cell, as kubectl says <invalid>
+            cells, coloured, next_run, took = line, line, "-", "-"
+        else:
+            cells, coloured = line.plain, line.painted
+            next_run, took = _next_in(line.next_runs), line.duration_short
+            drawn.extend(line.cells)
+        rows.append([
+            obj["metadata"]["namespace"], obj["metadata"]["name"],
+            spec.get("backend", "kubernetes"), spec.get("schedule") or f"every {every}",
+            spec.get("timeZone", "UTC"), st.get("lastResult", "-"), cells, next_run, took,
+            str(st.get("missedRuns", 0)), str(st.get("consecutiveFailures", 0)),
+            f"{ready.get('status', 'Unknown')}/{ready.get('reason', '-')}",
+        ])  # fmt: skip
+        painted.append(coloured)
+    if not namespaces:
+        rows, recent = [row[1:] for row in rows], recent - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row, coloured in zip(rows, painted, strict=True):
+        shown = [coloured + " " * (widths[i] - len(cell)) if i == recent else cell.ljust(widths[i])
+                 for i, cell in enumerate(row)]  # fmt: skip
+        out.append("   ".join(shown).rstrip())
+    if drawn:
+        out += ["", "RECENT: oldest to newest. " + timeline.legend(drawn, paint)]
+    return out
+
+
+def object_timeline(
+    obj: dict[str, Any], now: datetime, paint: timeline.Palette, *, limit: int,
+    zone: tzinfo = UTC,
+) -> timeline.Timeline | str:  # fmt: skip
+    """The object's timeline, or why its status or spec cannot be drawn."""
+    spec = obj.get("spec", {})
+    try:
+        st = ScheduledJobStatus.model_validate(obj.get("status") or {})
+    except ValidationError as error:
+        return f"<status unreadable: {error.errors()[0]['msg']}>"
+    monitoring = spec.get("monitoring") or {}
+    max_run: timedelta | None = None
+    if monitoring.get("maxRunDuration"):
+        try:
+            max_run = parse_duration(str(monitoring["maxRunDuration"]))
+        except ScheduleError:
+            max_run = None
+    return timeline.build(
+        st, now, suspended=bool(spec.get("suspend")), suspend_note=spec.get("suspendNote"),
+        max_run_duration=max_run, zone=zone, palette=paint, limit=limit,
+    )  # fmt: skip
+
+
+def palette(
+    choice: str = "auto", stream: TextIO | None = None, environ: Mapping[str, str] | None = None
+) -> timeline.Palette:
+    """Colour or not: `--color always|never`, else (auto) only on a terminal that takes it:
+    standard output is a tty, TERM is set and not `dumb`, and NO_COLOR is unset or empty
+    (no-color.org)."""
+    if choice != "auto":
+        return timeline.COLOUR if choice == "always" else timeline.PLAIN
+    stream = sys.stdout if stream is None else stream
+    environ = os.environ if environ is None else environ
+    if environ.get("NO_COLOR") or environ.get("TERM", "dumb") == "dumb":
+        return timeline.PLAIN
+    return timeline.COLOUR if stream.isatty() else timeline.PLAIN
+
+
+def _next_in(next_runs: str) -> str:
+    """The table's NEXT RUN: `in 2h13m`, `due 5m ago`, `none`."""
+    if next_runs.startswith("next: none"):
+        return "none"
+    return next_runs.removeprefix("next ").split(" (", 1)[0]
+
+
+def describe(
+    obj: dict[str, Any], now: datetime | None = None, palette: timeline.Palette = timeline.PLAIN
+) -> str:
+    """`kubectl sundial status`: the object as a person reads it, its timeline first."""
     spec, st, meta = obj.get("spec", {}), obj.get("status", {}), obj["metadata"]
     zone = spec.get("timeZone", "UTC")
     try:
@@ -216,6 +305,11 @@ def describe(obj: dict[str, Any]) -> str:
     if spec.get("suspend"):
         note = spec.get("suspendNote")
         lines.append("  Suspended: yes" + (f" — {note}" if note else ""))
+    drawn = object_timeline(obj, now or datetime.now(UTC), palette, limit=30, zone=local_zone)
+    if isinstance(drawn, str):
+        lines.append(f"  Timeline:  {drawn}")
+    else:
+        lines += drawn.block()
     lines.append("  Next runs:")
     for moment in st.get("nextRunTimes", []) or []:
         utc = parse_time(moment)
@@ -353,9 +447,17 @@ def parser() -> argparse.ArgumentParser:
                          help="seconds to wait for the operator (default 60)")  # fmt: skip
         sub.add_argument("--no-wait", action="store_true", help="do not wait")
 
-    sub = verb("status", status, "Backend, next runs, recent runs, missed runs, conditions.")
+    def coloured(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                         help="colour the timeline: auto (default) on a terminal that takes "
+                         "it, unless NO_COLOR is set")  # fmt: skip
+
+    # A new verb (such as a `dashboard`) is one more verb(...) here and a function above.
+    sub = verb("status", status, "Timeline, backend, next runs, recent and missed runs, "
+               "conditions.")  # fmt: skip
     sub.add_argument("name")
     sub.add_argument("-o", "--output", choices=["json", "yaml"])
+    coloured(sub)
     sub = verb("run", run, "Start one run now, counted by the concurrency policy.")
     sub.add_argument("name")
     waits(sub)
@@ -369,9 +471,11 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--note", help="why, shown in status and Temporal's pause note")
     sub = verb("resume", resume, "Schedule runs again.")
     sub.add_argument("name")
-    sub = verb("list", list_verb, "A wider table than kubectl get.")
+    sub = verb("list", list_verb, "A wider table than kubectl get, with each object's "
+               "recent slots.")  # fmt: skip
     sub.add_argument("-A", "--all-namespaces", action="store_true")
     sub.add_argument("-o", "--output", choices=["json", "yaml"])
+    coloured(sub)
     return top
 
 

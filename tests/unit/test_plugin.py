@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import json
+import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from sundial import plugin
 
@@ -66,3 +71,141 @@ def test_python_dash_m_runs_the_command_line() -> None:
     bare = run_module()
     assert bare.returncode == 2, (bare.stdout, bare.stderr)
     assert "usage: kubectl sundial" in bare.stderr
+
+
+# ---- the timeline in status and list ---------------------------------------------------
+
+NOW = datetime(2026, 12, 4, 0, 47, tzinfo=UTC)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def with_runs(name: str, namespace: str = "shop") -> dict[str, Any]:
+    obj = scheduledjob("UTC")
+    obj["metadata"] = {"name": name, "namespace": namespace}
+    obj["spec"]["monitoring"] = {"maxRunDuration": "30m"}
+    obj["status"] = {
+        "lastResult": "Failed",
+        "nextRunTimes": ["2026-12-04T03:00:00Z"],
+        "recentRuns": [
+            {"scheduledTime": "2026-12-03T03:00:00Z", "result": "Failed", "durationSeconds": 2700},
+            {"scheduledTime": "2026-12-01T03:00:00Z", "result": "Succeeded", "durationSeconds": 4},
+        ],
+        "recentMissedRuns": [{"scheduledTime": "2026-12-02T03:00:00Z", "reason": "ControllerDown"}],
+    }  # fmt: skip
+    return obj
+
+
+def test_status_draws_the_timeline_before_the_details() -> None:
+    shown = plugin.describe(with_runs("nightly"), now=NOW).splitlines()
+    at = next(i for i, line in enumerate(shown) if line.startswith("  Timeline:"))
+    assert shown[at] == "  Timeline:  +Cx|  next in 2h13m (03:00)"
+    assert at < shown.index("  Next runs:")
+    assert any("last run took 45m of maxRunDuration 30m (150%) OVER" in ln for ln in shown)
+    legend = [line for line in shown if line.startswith("  Legend:")]
+    assert legend == ["  Legend:    + succeeded  x failed  C missed (ControllerDown)"]
+
+
+def test_status_of_an_object_with_no_runs_yet_says_so() -> None:
+    shown = plugin.describe(scheduledjob("UTC"), now=NOW)
+    assert "  Timeline:  no runs yet |  next in 2h13m (03:00)" in shown
+    assert "Legend" not in shown
+
+
+def test_status_with_an_unreadable_status_still_shows_the_rest() -> None:
+    obj = with_runs("odd")
+    obj["status"]["recentRuns"][0]["result"] = "Exploded"
+    shown = plugin.describe(obj, now=NOW)
+    assert "  Timeline:  <status unreadable: " in shown
+    assert "Exploded" in shown, "the recent runs are still listed"
+
+
+def test_list_draws_a_row_of_cells_per_object_and_the_legend_once() -> None:
+    fresh = scheduledjob("UTC")
+    fresh["metadata"] = {"name": "fresh", "namespace": "shop"}
+    rows = plugin.table([with_runs("nightly"), with_runs("weekly", "ops"), fresh], NOW)
+    assert rows[0].split()[:7] == ["NAMESPACE", "NAME", "BACKEND", "SCHEDULE", "TIMEZONE",
+                                   "LAST", "RESULT"]  # fmt: skip
+    assert "RECENT" in rows[0]
+    body = {row.split()[1]: row for row in rows[1:4]}
+    assert list(body) == ["weekly", "fresh", "nightly"], "sorted by namespace, then name"
+    recent = rows[0].index("RECENT")
+    assert body["nightly"][recent:].startswith("+Cx ")
+    assert body["fresh"][recent:].startswith("no runs yet ")
+    assert "in 2h13m" in body["nightly"]
+    assert "45m/30m!" in body["nightly"]
+    legends = [row for row in rows if "succeeded" in row]
+    assert legends == ["RECENT: oldest to newest. + succeeded  x failed  C missed (ControllerDown)"]
+
+
+def test_list_in_colour_lines_up_as_without() -> None:
+    objs = [with_runs("nightly"), with_runs("weekly", "ops")]
+    plain = plugin.table(objs, NOW, plugin.timeline.PLAIN, namespaces=False)
+    coloured = plugin.table(objs, NOW, plugin.timeline.COLOUR, namespaces=False)
+    assert any("\x1b[" in row for row in coloured)
+    assert [ANSI.sub("", row) for row in coloured] == plain
+    assert not plain[0].startswith("NAMESPACE")
+
+
+@pytest.mark.parametrize(
+    ("choice", "tty", "environ", "colour"),
+    [
+        ("auto", True, {"TERM": "xterm-256color"}, True),
+        ("auto", False, {"TERM": "xterm-256color"}, False),
+        ("auto", True, {"TERM": "dumb"}, False),
+        ("auto", True, {}, False),
+        ("auto", True, {"TERM": "xterm", "NO_COLOR": "1"}, False),
+        ("auto", True, {"TERM": "xterm", "NO_COLOR": ""}, True),
+        ("always", False, {"NO_COLOR": "1"}, True),
+        ("never", True, {"TERM": "xterm"}, False),
+    ],
+)
+def test_colour_only_where_the_terminal_takes_it(
+    choice: str, tty: bool, environ: dict[str, str], colour: bool
+) -> None:
+    stream = io.StringIO()
+    stream.isatty = lambda: tty  # type: ignore[method-assign]
+    assert plugin.palette(choice, stream, environ).colour is colour
+
+
+class OneObject:
+    """What the verbs ask of a Session, answered from memory (no apiserver)."""
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.obj, self.namespace, self.all_namespaces = obj, "shop", False
+
+    def get(self, name: str) -> dict[str, Any]:
+        assert name == self.obj["metadata"]["name"]
+        return self.obj
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self.obj]
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_output_json_and_yaml_are_the_object_unchanged(
+    output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = with_runs("nightly")
+    args = plugin.parser().parse_args(["status", "nightly", "-o", output, "--color", "always"])
+    assert plugin.status(OneObject(obj), args) == 0  # type: ignore[arg-type]
+    printed = capsys.readouterr().out
+    loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
+    assert loaded == obj
+    assert "\x1b[" not in printed
+    args = plugin.parser().parse_args(["list", "-o", output, "--color", "always"])
+    assert plugin.list_verb(OneObject(obj), args) == 0  # type: ignore[arg-type]
+    printed = capsys.readouterr().out
+    loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
+    assert loaded == {"apiVersion": "v1", "kind": "List", "items": [obj]}
+
+
+def test_status_and_list_verbs_print_the_timeline(capsys: pytest.CaptureFixture[str]) -> None:
+    obj = with_runs("nightly")
+    args = plugin.parser().parse_args(["status", "nightly", "--color", "never"])
+    assert plugin.status(OneObject(obj), args) == 0  # type: ignore[arg-type]
+    assert "  Timeline:  +Cx|" in capsys.readouterr().out
+    args = plugin.parser().parse_args(["list", "--color", "always"])
+    assert plugin.list_verb(OneObject(obj), args) == 0  # type: ignore[arg-type]
+    printed = capsys.readouterr().out
+    assert "\x1b[1;31mx\x1b[0m" in printed
+    assert printed.count("oldest to newest") == 1
