@@ -4,16 +4,14 @@ read back into status.recentRuns[].message. Pure: nothing here talks to a cluste
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from test_kubernetes_run_times import CountingKube, cache_with_ended_job, ended_pod, judged_once
-from test_kubernetes_stuck import NOW, OWNER, job_for, running_cronjob
+from test_kubernetes_run_times import cache_with_ended_job, ended_pod, judged, judged_once, written
+from test_kubernetes_stuck import NOW, job_for, running_cronjob
 
 from sundial.api.models import ScheduledJob
-from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.planning.cronjob import (
     RUN_ENV_CRONJOB,
     RUN_ENV_JOB_NAME,
@@ -185,10 +183,9 @@ def test_an_ended_runs_message_is_its_pods_summary_from_the_pod_watch() -> None:
     cache, job = cache_with_ended_job(slot, succeeded=1)
     summary = '{"sundial": 1, "message": "sent 3", "counts": {"sent": 3}}'
     cache.put_pod(summarised_pod(job, "p1", slot + timedelta(seconds=4), summary))
-    kube = CountingKube()
-    sj = judged_once(cache, kube)
-    assert kube.pod_listings == []
-    assert sj.status.recent_runs[0].message == "sent 3 (sent=3)"
+    status, listed = judged_once(cache)
+    assert listed == []
+    assert status.recent_runs[0].message == "sent 3 (sent=3)"
 
 
 def test_a_retried_runs_message_is_its_last_pods_summary() -> None:
@@ -196,25 +193,17 @@ def test_a_retried_runs_message_is_its_last_pods_summary() -> None:
     cache, job = cache_with_ended_job(slot, succeeded=1, failed=1)
     cache.put_pod(summarised_pod(job, "p2", slot + timedelta(seconds=9), "second try"))
     cache.put_pod(summarised_pod(job, "p1", slot + timedelta(seconds=4), "first try"))
-    assert judged_once(cache, CountingKube()).status.recent_runs[0].message == "second try"
-
-
-class ListingKube(CountingKube):
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        super().__init__()
-        self.pods = pods
-
-    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        await super().list_pods(namespace, selector)
-        return self.pods
+    assert judged_once(cache)[0].recent_runs[0].message == "second try"
 
 
 def test_the_summary_comes_from_the_listing_when_the_watch_has_not_shown_the_pods() -> None:
     slot = NOW.replace(second=0)
     cache, job = cache_with_ended_job(slot, succeeded=1)
-    kube = ListingKube([summarised_pod(job, "p1", slot + timedelta(seconds=4), "listed")])
-    assert judged_once(cache, kube).status.recent_runs[0].message == "listed"
-    assert len(kube.pod_listings) == 1
+    name = job["metadata"]["name"]
+    pods = [summarised_pod(job, "p1", slot + timedelta(seconds=4), "listed")]
+    status, listed = judged_once(cache, {name: pods})
+    assert status.recent_runs[0].message == "listed"
+    assert listed == [name]
 
 
 def test_a_summary_is_kept_with_its_pods_times_and_goes_with_its_job() -> None:
@@ -248,7 +237,7 @@ def test_a_failed_runs_summary_replaces_the_job_controllers_words_but_not_its_re
     cache.put_job(job)
     summary = '{"sundial": 1, "message": "failed: ValueError: no rows"}'
     cache.put_pod(summarised_pod(job, "p1", slot + timedelta(seconds=4), summary))
-    run = judged_once(cache, CountingKube()).status.recent_runs[0]
+    run = judged_once(cache)[0].recent_runs[0]
     assert (run.result, run.reason, run.message) == (
         "Failed", "BackoffLimitExceeded", "failed: ValueError: no rows")  # fmt: skip
 
@@ -259,9 +248,8 @@ def test_judging_again_keeps_the_first_message() -> None:
     cache, job = cache_with_ended_job(slot, succeeded=1)
     pod = summarised_pod(job, "p1", slot + timedelta(seconds=4), "once")
     cache.put_pod(pod)
-    sj = judged_once(cache, CountingKube())
+    status, _ = judged_once(cache)
     cache.remove_job(job)
-    backend = KubernetesBackend(kube=CountingKube(), cache=cache, events=None)  # type: ignore[arg-type]
-    outcome = asyncio.run(backend.judge_running(OWNER, sj, NOW))
-    assert outcome is not None
-    assert outcome.status.recent_runs[0].message == "once"
+    history, listed = judged(cache, status)
+    assert listed == []
+    assert written(status, history).recent_runs[0].message == "once"
