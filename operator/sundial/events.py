@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -27,18 +27,33 @@ MIN_PATCH_INTERVAL = timedelta(minutes=5)
 MAX_TRACKED = 10_000
 
 
-@dataclass
-class _Posted:
+@dataclass(frozen=True)
+class Posted:
+    """An Event posted: its name, its count, when it was first posted and when its count
+    was last written."""
+
     name: str
     count: int
     first: datetime
     last_written: datetime
 
 
+def repeated(posted: Posted | None, now: datetime) -> tuple[Posted, bool] | None:
+    """One more occurrence at `now` of the Event `posted`: None when it is to be posted
+    anew (none posted, or its AGGREGATION_WINDOW is over); else the Event with its count
+    raised, and whether that count is written now (MIN_PATCH_INTERVAL since the last
+    write; until then it is only counted here)."""
+    if posted is None or now - posted.first >= AGGREGATION_WINDOW:
+        return None
+    write = now - posted.last_written >= MIN_PATCH_INTERVAL
+    return replace(posted, count=posted.count + 1,
+                   last_written=now if write else posted.last_written), write  # fmt: skip
+
+
 class EventRecorder:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
-        self._posted: dict[tuple[str, ...], _Posted] = {}
+        self._posted: dict[tuple[str, ...], Posted] = {}
         self._instance = socket.gethostname()
 
     async def record(
@@ -56,12 +71,15 @@ class EventRecorder:
         meta = sj.metadata
         key = (meta.namespace, meta.name, meta.uid, type_, reason, aggregate_key or message)
         posted = self._posted.get(key)
+        again = repeated(posted, now)
         try:
-            if posted is not None and now - posted.first < AGGREGATION_WINDOW:
-                posted.count += 1
-                if now - posted.last_written >= MIN_PATCH_INTERVAL:
-                    await self._kube.patch_event(meta.namespace, posted.name, posted.count, now)
-                    posted.last_written = now
+            if posted is not None and again is not None:
+                raised, write = again
+                # Counted at once; the write moves last_written only once it is done.
+                self._posted[key] = replace(raised, last_written=posted.last_written)
+                if write:
+                    await self._kube.patch_event(meta.namespace, raised.name, raised.count, now)
+                    self._posted[key] = raised
                 return
             digest = hashlib.sha256(repr((key, now)).encode()).hexdigest()[:10]
             name = f"{meta.name}.{digest}"
@@ -87,7 +105,7 @@ class EventRecorder:
                     "reportingInstance": self._instance,
                 },
             )
-            self._posted[key] = _Posted(name, 1, now, now)
+            self._posted[key] = Posted(name, 1, now, now)
             if len(self._posted) > MAX_TRACKED:
                 self._prune(now)
         except Exception as error:
