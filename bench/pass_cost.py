@@ -151,8 +151,7 @@ async def run(
     events = EventRecorder(api)
     reconciler = Reconciler(
         kube=api, cache=cache, events=events, metrics=Metrics(),
-        kubernetes=KubernetesBackend(kube=api, cache=cache, events=events),
-        temporal=None,  # type: ignore[arg-type]
+        backends=[KubernetesBackend(kube=api, cache=cache, events=events)],
         clock=lambda: now[0],
     )  # fmt: skip
     keys = []

@@ -1,7 +1,9 @@
 """Sundial's errors, in one home: the two a pass raises (Retry: transient, retried with
-backoff; SpecProblem: only a change to the spec, or to what it names, can fix it) and the
-one translation of the apiserver's refusals into them, which keeps the refusal's reason
-(a 403 is Forbidden, not BackendUnavailable) wherever it happens."""
+backoff; SpecProblem: only a change to the spec, or to what it names, can fix it), Temporal's
+two (TemporalUnavailable is a Retry; TemporalRejected, a refusal of the request itself, the
+temporal backend turns into a SpecProblem or a Retry), and the one translation of the
+apiserver's refusals into them, which keeps the refusal's reason (a 403 is Forbidden, not
+BackendUnavailable) wherever it happens."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from sundial.api import reasons
 from sundial.kube import ApiException, api_error_message
 
 if TYPE_CHECKING:
-    from sundial.backend import Outcome
+    from sundial.backends.protocol import Outcome
 
 
 class Retry(Exception):
@@ -42,6 +44,20 @@ class SpecProblem(Exception):
         self.message = message
         self.retry_after = retry_after
         self.observed = observed
+
+
+class TemporalUnavailable(Retry):
+    """Temporal could not be reached (retried, BackendUnavailable meanwhile); the message
+    names the address, never a credential."""
+
+
+class TemporalRejected(Exception):
+    """Temporal refused the request itself (INVALID_ARGUMENT and the like, or the
+    credentials): a spec or connection problem. `reason` is the Ready reason."""
+
+    def __init__(self, message: str, reason: str = reasons.TEMPORAL_REJECTED) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def refusal_reason(error: ApiException) -> str:

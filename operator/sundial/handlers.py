@@ -22,7 +22,7 @@ import kopf
 
 from sundial import wiring
 from sundial.api.models import GROUP, PLURAL, VERSION
-from sundial.backend import Key
+from sundial.backends.protocol import Key
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.planning.news import changed_by_someone, status_of
 from sundial.reconcile import Reconciler

@@ -10,7 +10,7 @@ seconds until the pass should run again, or None.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,18 +19,16 @@ from pydantic import ValidationError
 
 from sundial.api import reasons
 from sundial.api.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
-from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome
-from sundial.backends.kubernetes.backend import KubernetesBackend
-from sundial.backends.temporal.backend import TEMPORAL_FINALIZER, TemporalBackend
-from sundial.backends.temporal.client import TemporalRejected, TemporalUnavailable
+from sundial.backends.protocol import DAY_SEMANTICS_NOTE, Backend, Cache, Key, Outcome, Pass
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
 from sundial.planning import status as st
+from sundial.planning import switching as sw
 from sundial.planning.requests import with_entries
-from sundial.planning.schedule import ScheduleError, iso, timetable
+from sundial.planning.schedule import ScheduleError, iso
 from sundial.watchcache import resource_version
 
 log = logging.getLogger(__name__)
@@ -59,8 +57,8 @@ class Reconciler:
     cache: Cache
     events: EventRecorder
     metrics: Metrics
-    kubernetes: KubernetesBackend
-    temporal: TemporalBackend
+    # Every way a job can run, one per value of spec.backend (wiring.py registers them).
+    backends: Sequence[Backend[Any]]
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     # The status last written for each object, read instead of the cached one until the
     # cache shows that write (ownwrites.py): a pass that read the older one would judge
@@ -68,6 +66,10 @@ class Reconciler:
     _written_status: OwnWrites[dict[str, Any]] = field(default_factory=OwnWrites)
     # The status of each write in flight: its watch event can come before its answer.
     _writing: dict[Key, dict[str, Any]] = field(default_factory=dict)
+
+    def backend(self, name: str) -> Backend[Any]:
+        """The backend spec.backend names (the CRD's enum admits no other)."""
+        return next(backend for backend in self.backends if backend.name == name)
 
     def wrote(self, key: Key, obj: dict[str, Any]) -> bool:
         """Whether this ScheduledJob is as Sundial's last status write left it: the pass
@@ -94,8 +96,8 @@ class Reconciler:
         body = self._with_own_status(key, self.cache.scheduledjob(key))
         if body is None:
             self._written_status.forget(key)
-            self.kubernetes.forget(key)
-            self.temporal.forget(key)
+            for backend in self.backends:
+                backend.forget(key)
             self.events.forget(*key)
             self.metrics.forget(key)
             return None
@@ -114,7 +116,7 @@ class Reconciler:
         # 3. Validate what the CRD schema could not, and bring the chosen backend in step,
         #    retiring the other one first: never both active at once.
         try:
-            outcome = await self._bring_in_step(key, sj, now)
+            outcome = await self._bring_in_step(Pass(key, sj, now))
         except _Gone:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
             return 0.0
@@ -161,8 +163,14 @@ class Reconciler:
         retry_after = problem.retry_after if isinstance(problem, SpecProblem) else None
         running = problem.observed if isinstance(problem, SpecProblem) else None
         if running is None:
-            # (Also mid-switch to temporal: the CronJob runs until Temporal accepts.)
-            running = await self.kubernetes.judge_running(key, sj, now)
+            # The backend that runs by the last accepted spec: the chosen one, or mid-switch
+            # the old one, which runs until the new one accepts.
+            p = Pass(key, sj, now)
+            chosen = self.backend(sj.spec.backend)
+            for backend in [chosen, *(b for b in self.backends if b is not chosen)]:
+                running = await backend.judge_running(p)
+                if running is not None:
+                    break
         if running is None:
             await self._report(sj, body, problem.reason, problem.message, now)
             return retry_after
@@ -189,36 +197,32 @@ class Reconciler:
         written = self._written_status.read(key, self.cache.scheduledjob_version(key))
         return body if written is None else {**body, "status": written}
 
-    async def _bring_in_step(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome:
-        table = timetable(sj.spec)
-        # A switch retires the old backend only once the new one has accepted the object,
-        # so a refusal leaves the old one running (status: Switching True, Ready False).
-        if sj.spec.backend == "temporal":
-            # Before the finalizer and the first create of a schedule: a schedule made for
-            # a ghost would outlive it, with no finalizer left to delete it.
-            confirmed = TEMPORAL_FINALIZER not in sj.metadata.finalizers
-            if confirmed:
-                await self._confirm_exists(key, sj)
-            # A finalizer someone removed is put back before anything else can fail.
-            sj = await self.temporal.keep_finalizer(sj, now)
-            prepared = await self.temporal.prepare(sj, now)
-            if prepared.description is None and not confirmed:
-                await self._confirm_exists(key, sj)
-            if self.kubernetes.in_place(key, sj):
-                prepared = await self.temporal.stand_by(sj, prepared, now)
-                await self.kubernetes.retire(key, sj, now)
-            # Forbid holds across the switch: no Temporal run while the CronJob's runs.
-            hold = sj.spec.concurrency_policy == "Forbid" and self.kubernetes.run_in_progress(key)
-            outcome = await self.temporal.reconcile(sj, prepared, table, now, hold=hold)
-            entries = await self.temporal.handle_requests(sj, prepared, table, now)
-            return _with_requests(outcome, entries, sj.metadata.annotations)
-        if TEMPORAL_FINALIZER in sj.metadata.finalizers:
-            await self.kubernetes.check_accepted(key, sj, now)
-            await self.temporal.retire(sj, now)
-        if self.cache.cronjob(key) is None:
-            await self._confirm_exists(key, sj)
-        outcome = await self.kubernetes.reconcile(key, sj, table, now)
-        entries = await self.kubernetes.handle_requests(key, sj, table, now)
+    async def _bring_in_step(self, p: Pass) -> Outcome:
+        """The backend spec.backend names, brought in step, through the phases of
+        planning/switching.py: a switch retires the old backend only once the new one has
+        accepted the object, so a refusal leaves the old one running (status: Switching
+        True, Ready False), and never both run at once."""
+        key, sj = p.key, p.sj
+        p.table  # noqa: B018  (a schedule that cannot be parsed stops the pass before any write)
+        new = self.backend(sj.spec.backend)
+        others = [backend for backend in self.backends if backend is not new]
+        p, prepared = await new.prepare(p, lambda: self._confirm_exists(key, p.sj))
+        old = [backend for backend in others if backend.holds(p)]
+        facts = sw.Facts(
+            old_holds=bool(old),
+            old_run_in_progress=any(backend.run_in_progress(key) for backend in others),
+            forbid=sj.spec.concurrency_policy == "Forbid",
+        )
+        phase = sw.phase(facts)
+        if phase is sw.Phase.ACCEPTING:
+            prepared = await new.accept(p, prepared)
+            phase = sw.accepted(phase)
+        if phase is sw.Phase.RETIRING_OLD:
+            for backend in old:
+                await backend.retire(p)
+            phase = sw.retired(phase, facts)
+        outcome = await new.reconcile(p, prepared, hold=sw.holds_new_runs(phase))
+        entries = await new.handle_requests(p, prepared)
         return _with_requests(outcome, entries, sj.metadata.annotations)
 
     async def _confirm_exists(self, key: Key, sj: ScheduledJob) -> None:
@@ -239,21 +243,20 @@ class Reconciler:
             raise _Gone
 
     async def _finalize(self, sj: ScheduledJob, body: dict[str, Any], now: datetime) -> None:
-        if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
-            return
-        try:
-            await self.temporal.finalize(sj, now)
-        except TemporalUnavailable as error:
-            message = f"cannot delete the Temporal schedule yet, retrying: {error}"
-            await self._report(sj, body, reasons.BACKEND_UNAVAILABLE, message, now)
-            raise
-        except SpecProblem as problem:
-            await self._report(sj, body, problem.reason, problem.message, now)
-            raise Retry(problem.message, problem.reason) from None
-        except TemporalRejected as error:
-            message = f"cannot delete the Temporal schedule, retrying: {error}"
-            await self._report(sj, body, error.reason, message, now)
-            raise Retry(message, error.reason) from None
+        """Each backend that may hold something for the object removes it; the deletion
+        waits (the finalizer stays) until they have, and Ready says why meanwhile."""
+        p = Pass((sj.metadata.namespace, sj.metadata.name), sj, now)
+        for backend in self.backends:
+            if not backend.holds(p):
+                continue
+            try:
+                await backend.finalize(p)
+            except Retry as retry:
+                await self._report(sj, body, retry.reason, str(retry), now)
+                raise
+            except SpecProblem as problem:
+                await self._report(sj, body, problem.reason, problem.message, now)
+                raise Retry(problem.message, problem.reason) from None
 
     # ---- what the pass tells people --------------------------------------------------
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sundial.backend import Key
+from sundial.backends.protocol import Key
 from sundial.planning.cronjob import (
     JOB_NAME_LABEL,
     SCHEDULEDJOB_LABEL,

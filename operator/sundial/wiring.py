@@ -13,11 +13,12 @@ from typing import Any
 
 import kopf
 
-from sundial.backend import Key
 from sundial.backends.kubernetes.backend import KubernetesBackend
-from sundial.backends.temporal.backend import TemporalBackend, temporal_lane
-from sundial.backends.temporal.client import RequestBudget, Temporal
+from sundial.backends.protocol import Backend, Key, lane_of
+from sundial.backends.temporal.backend import TemporalBackend
+from sundial.backends.temporal.client import Temporal
 from sundial.backends.temporal.connections import ConnectionResolver
+from sundial.backends.temporal.limits import RequestBudget
 from sundial.backends.temporal.watch import ScheduleWatch
 from sundial.collector import collect_every, collect_on_a_timer
 from sundial.config import OperatorConfig
@@ -49,13 +50,17 @@ async def start(memo: kopf.Memo) -> None:
     memo.exits = exits = contextlib.ExitStack()
     exits.enter_context(metrics.watching_gc())
     memo.cache = cache = WatchCache()
+    # Every way a job can run (protocol.Backend), one per value of spec.backend: adding a
+    # backend is one folder under backends/ and one entry here. Filled below, once the
+    # queue the Temporal listing wakes exists; the queue reads it only when serving.
+    backends: list[Backend[Any]] = []
     memo.selector = parse_selector(config.label_selector)
     # Passes that wait on one Temporal connection are capped below the workers: the rest
     # keep serving everything else however slow that Temporal or its budget is.
     per_connection = config.temporal_connections_per_address or max(1, config.workers // 2)
     memo.queue = queue = WorkQueue[Key](
         max_backoff=60.0,
-        lane_of=lambda key: temporal_lane(cache.scheduledjob(key), config.default_connection),
+        lane_of=lambda key: lane_of(backends, cache.scheduledjob(key)),
         lane_limit=per_connection,
         # However many connections: half the workers always serve everything else.
         lanes_limit=max(1, config.workers // 2),
@@ -86,20 +91,15 @@ async def start(memo: kopf.Memo) -> None:
         temporal, queue.add_after, prefix=config.schedule_id_prefix,
         interval=config.temporal_list_seconds,
     ) if config.temporal_list_seconds else None  # fmt: skip
-    memo.reconciler = reconciler = Reconciler(
-        kube=kube,
-        cache=cache,
-        events=events,
-        metrics=metrics,
-        kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
-        temporal=TemporalBackend(
-            kube=kube,
-            temporal=temporal,
-            events=events,
-            config=config,
-            connections=connections,
-            watch=watch,
+    backends.extend([
+        KubernetesBackend(kube=kube, cache=cache, events=events),
+        TemporalBackend(
+            kube=kube, temporal=temporal, events=events, config=config,
+            connections=connections, watch=watch,
         ),
+    ])  # fmt: skip
+    memo.reconciler = reconciler = Reconciler(
+        kube=kube, cache=cache, events=events, metrics=metrics, backends=backends
     )
     memo.grace = config.shutdown_grace_seconds
     memo.workers = [

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from localstack import LocalStack
-from sundial.backends.temporal.client import IDLE_SECONDS, Connection, RequestBudget, Temporal
+from sundial.backends.temporal.client import IDLE_SECONDS, Connection, Temporal
+from sundial.backends.temporal.limits import RequestBudget
 
 pytestmark = pytest.mark.cluster
 

@@ -13,7 +13,7 @@ from sundial.api.connection_models import (
     TemporalConnectionSpec,
 )
 from sundial.api.models import BackendRef, ConnectionRef, ScheduledJob
-from sundial.backends.temporal.backend import MadeSchedule, _previous_schedule, _same_place
+from sundial.backends.temporal.made import MadeSchedule, previous_schedule, same_place
 from sundial.planning.connection_policy import refusal
 from sundial.planning.selector import selector_matches
 
@@ -99,9 +99,9 @@ def test_a_schedule_made_elsewhere_is_a_move_and_unknown_parts_are_not() -> None
     legacy = BackendRef(
         kind="TemporalSchedule", namespace="default", schedule_id="sundial/payments/invoices"
     )
-    previous = _previous_schedule(legacy, ref)
+    previous = previous_schedule(legacy, ref)
     assert previous is not None
-    assert _same_place(previous, desired)
+    assert same_place(previous, desired)
     moved_namespace = BackendRef(
         kind="TemporalSchedule",
         namespace="other",
@@ -109,11 +109,11 @@ def test_a_schedule_made_elsewhere_is_a_move_and_unknown_parts_are_not() -> None
         address="t:7233",
         connection=ref,
     )
-    previous = _previous_schedule(moved_namespace, ref)
+    previous = previous_schedule(moved_namespace, ref)
     assert previous is not None
-    assert not _same_place(previous, desired)
+    assert not same_place(previous, desired)
     new_prefix = MadeSchedule(ref, "cluster-b/payments/invoices", "t:7233", "default")
-    assert not _same_place(desired, new_prefix)
+    assert not same_place(desired, new_prefix)
     other_connection = MadeSchedule(CLUSTER_REF, desired.schedule_id, "t:7233", "default")
-    assert not _same_place(desired, other_connection)
-    assert _previous_schedule(BackendRef(kind="CronJob", name="invoices"), ref) is None
+    assert not same_place(desired, other_connection)
+    assert previous_schedule(BackendRef(kind="CronJob", name="invoices"), ref) is None

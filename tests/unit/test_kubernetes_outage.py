@@ -11,6 +11,7 @@ from typing import Any
 
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
 from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.protocol import Pass
 from sundial.planning.missed import timetable_hash
 from sundial.watchcache import WatchCache
 
@@ -104,7 +105,7 @@ def judged(
     for job in jobs:
         cache.put_job(job)
     backend = KubernetesBackend(kube=TheApi(jobs, messages), cache=cache, events=None)  # type: ignore[arg-type]
-    outcome = asyncio.run(backend.judge_running(OWNER, scheduledjob(), NOW))
+    outcome = asyncio.run(backend.judge_running(Pass(OWNER, scheduledjob(), NOW)))
     assert outcome is not None
     return [(run.scheduled_time, run.reason) for run in outcome.new_runs]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
 from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.protocol import Pass
 from sundial.planning.missed import timetable_hash
 from sundial.watchcache import WatchCache
 
@@ -102,7 +103,7 @@ def test_the_cronjob_in_place_is_judged_by_its_own_schedule_while_the_spec_is_st
     # The new spec changed the schedule too: the CronJob in place still runs the old one,
     # every minute, and its slots are judged by it (10:02 is no slot of */5).
     sj = at_watermark(scheduledjob("*/5 * * * *"), last_slot - timedelta(minutes=3))
-    outcome = asyncio.run(backend_for(cache).judge_running(OWNER, sj, NOW))
+    outcome = asyncio.run(backend_for(cache).judge_running(Pass(OWNER, sj, NOW)))
     assert outcome is not None
     accounting = outcome.status.run_accounting
     assert accounting is not None
@@ -112,7 +113,7 @@ def test_the_cronjob_in_place_is_judged_by_its_own_schedule_while_the_spec_is_st
 
 def test_nothing_is_judged_when_no_cronjob_is_in_place() -> None:
     backend = backend_for(WatchCache())
-    outcome = asyncio.run(backend.judge_running(OWNER, scheduledjob("* * * * *"), NOW))
+    outcome = asyncio.run(backend.judge_running(Pass(OWNER, scheduledjob("* * * * *"), NOW)))
     assert outcome is None
 
 

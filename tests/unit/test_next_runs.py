@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sundial.api.models import RunAccounting, ScheduledJob
+from sundial.planning.cronjob import cronjob_view
 from sundial.planning.missed import SETTLE, Judgement, temporal_requeue
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import timetable
@@ -30,7 +31,12 @@ def next_runs(accounted_until: datetime, now: datetime) -> list[datetime]:
     accounting = RunAccounting(accounted_until=accounted_until, spec_hash="h")
     history = run_history(sj.status, [], limits(sj.spec), now, complete=True)
     status = kubernetes_status(
-        sj, {"status": {}}, timetable(sj.spec), Judgement(accounting=accounting), history, now=now
+        sj,
+        cronjob_view({"status": {}}),
+        timetable(sj.spec),
+        Judgement(accounting=accounting),
+        history,
+        now=now,
     )
     return status.next_run_times
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from sundial.api.models import ScheduledJob
 from sundial.backends.kubernetes.backend import KubernetesBackend
+from sundial.backends.protocol import Pass
 from sundial.ownwrites import OwnWrites
-from sundial.planning.schedule import timetable
 from sundial.watchcache import WatchCache
 
 NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)
@@ -72,19 +72,20 @@ class NoEvents:
 def test_switch_away_and_back_before_the_watch_catches_up_still_leaves_a_cronjob() -> None:
     server, cache = Server(), WatchCache()
     backend = KubernetesBackend(kube=server, cache=cache, events=NoEvents())  # type: ignore[arg-type]
-    table = timetable(SJ.spec)
 
     async def scenario() -> None:
-        await backend.reconcile(KEY, SJ, table, NOW)  # created; its event not seen yet
+        await backend.reconcile(
+            Pass(KEY, SJ, NOW), None, hold=False
+        )  # created; its event not seen yet
         assert KEY in server.cronjobs
-        await backend.retire(KEY, SJ, NOW)  # switched to temporal
+        await backend.retire(Pass(KEY, SJ, NOW))  # switched to temporal
         # Never both active: the CronJob Sundial just wrote goes even though the cache
         # has not seen it yet.
         assert KEY not in server.cronjobs
         server.deliver(cache)
-        await backend.retire(KEY, SJ, NOW)
+        await backend.retire(Pass(KEY, SJ, NOW))
         server.deliver(cache)
-        await backend.reconcile(KEY, SJ, table, NOW)  # switched back, same spec
+        await backend.reconcile(Pass(KEY, SJ, NOW), None, hold=False)  # switched back, same spec
 
     asyncio.run(scenario())
     assert KEY in server.cronjobs, "switched back to kubernetes but no CronJob was written"
@@ -94,13 +95,12 @@ def test_switch_away_and_back_before_the_watch_catches_up_still_leaves_a_cronjob
 def test_a_cronjob_deleted_by_hand_is_made_again_once_the_deletion_is_seen() -> None:
     server, cache = Server(), WatchCache()
     backend = KubernetesBackend(kube=server, cache=cache, events=NoEvents())  # type: ignore[arg-type]
-    table = timetable(SJ.spec)
 
     async def scenario() -> None:
-        await backend.reconcile(KEY, SJ, table, NOW)
+        await backend.reconcile(Pass(KEY, SJ, NOW), None, hold=False)
         await server.delete_cronjob(*KEY, propagation="Orphan")  # by hand, before the ADDED
         server.deliver(cache)
-        await backend.reconcile(KEY, SJ, table, NOW)
+        await backend.reconcile(Pass(KEY, SJ, NOW), None, hold=False)
 
     asyncio.run(scenario())
     assert KEY in server.cronjobs
@@ -144,7 +144,6 @@ def test_a_cronjob_the_apiserver_canonicalised_is_in_step_after_the_cache_caught
     document = SJ.model_dump(by_alias=True, exclude_none=True)
     document["spec"]["job"]["resources"] = {"limits": {"memory": "1024Mi"}}
     sj = ScheduledJob.model_validate(document)
-    table = timetable(sj.spec)
 
     async def canonicalising_apply(manifest: dict[str, Any]) -> dict[str, Any]:
         live = await Server.apply_cronjob(server, manifest)
@@ -155,10 +154,10 @@ def test_a_cronjob_the_apiserver_canonicalised_is_in_step_after_the_cache_caught
     server.apply_cronjob = canonicalising_apply  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        await backend.reconcile(KEY, sj, table, NOW)
+        await backend.reconcile(Pass(KEY, sj, NOW), None, hold=False)
         server.deliver(cache)
-        await backend.reconcile(KEY, sj, table, NOW)
-        await backend.reconcile(KEY, sj, table, NOW)
+        await backend.reconcile(Pass(KEY, sj, NOW), None, hold=False)
+        await backend.reconcile(Pass(KEY, sj, NOW), None, hold=False)
 
     asyncio.run(scenario())
     assert server.writes == 1

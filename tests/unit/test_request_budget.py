@@ -1,11 +1,11 @@
-"""The request budget (backends/temporal/client.RequestBudget): a token bucket shared by
+"""The request budget (backends/temporal/limits.RequestBudget): a token bucket shared by
 every Temporal call, on a clock the test moves (no wall time, so no flake)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from sundial.backends.temporal.client import RequestBudget
+from sundial.backends.temporal.limits import RequestBudget
 
 
 class Clock:

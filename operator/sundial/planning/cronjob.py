@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sundial.api.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
+from sundial.planning.schedule import parse_time
+from sundial.planning.status import CronJobView
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "sundial"
@@ -127,7 +129,6 @@ def controller_events(cronjob: str, messages: list[str]) -> ControllerEvents:
 
 # A person's request to take over an existing object of this name (a CronJob, or a
 # Temporal schedule id): its spec is then replaced wholly by the ScheduledJob's.
-ADOPT_ANNOTATION = f"{GROUP}/adopt"
 
 
 def is_owned_by(obj: dict[str, Any], sj: ScheduledJob) -> bool:
@@ -136,10 +137,6 @@ def is_owned_by(obj: dict[str, Any], sj: ScheduledJob) -> bool:
         ref.get("controller") and ref.get("uid") == sj.metadata.uid
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
     )
-
-
-def adoption_requested(sj: ScheduledJob, name: str) -> bool:
-    return sj.metadata.annotations.get(ADOPT_ANNOTATION) == name
 
 
 def owner_reference(sj: ScheduledJob) -> dict[str, Any]:
@@ -361,3 +358,15 @@ def requested_job(
         {"name": RUN_ENV_REQUEST, "value": request_label},
     ])  # fmt: skip
     return job
+
+
+def cronjob_view(cronjob: dict[str, Any]) -> CronJobView:
+    """What status needs of the CronJob in place."""
+    observed = cronjob.get("status") or {}
+    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
+    return CronJobView(
+        name=(cronjob.get("metadata") or {}).get("name", ""),
+        last_schedule_time=parse_time(observed.get("lastScheduleTime")),
+        active=len(observed.get("active") or []),
+        spec_hash=annotations.get(SPEC_HASH_ANNOTATION),
+    )

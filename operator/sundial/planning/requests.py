@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from sundial.api.models import RequestKind, RequestStatus
 from sundial.planning import schedule
@@ -98,22 +100,76 @@ def _checked_id(request_id: str, annotation: str) -> str:
     return request_id
 
 
+def parse_run_now(value: str) -> Request:
+    """`<id>`."""
+    return Request("RunNow", _checked_id(value.strip(), RUN_NOW_ANNOTATION))
+
+
+def run_now_slots(
+    request: Request, entry: RequestStatus, table: Timetable, now: datetime
+) -> list[datetime]:
+    """A run now's one run is for the moment it was received."""
+    return [entry.received_time.replace(microsecond=0)]
+
+
+def backfill_range_slots(
+    request: Request, entry: RequestStatus, table: Timetable, now: datetime
+) -> list[datetime] | str:
+    """A backfill's runs are the past slots in its range, or why it is refused."""
+    if request.start is None or request.end is None:
+        raise ValueError("a backfill request has a start and an end")
+    if request.end > now:
+        return (
+            f"the backfill range must end in the past (it ends {request.end.isoformat()}): "
+            "the schedule itself runs the slots still to come"
+        )
+    slots = backfill_slots(table, request.start, request.end)
+    if len(slots) > MAX_BACKFILL_SLOTS:
+        return over_cap_message(len(slots))
+    return slots
+
+
+@dataclass(frozen=True)
+class RequestKindSpec:
+    """One kind of day-2 request: a new verb is a RequestKind in the API model, an entry
+    here, and each backend's hook for it (runs.REQUEST_HOOKS on temporal; a CronJob's
+    backend makes one Job per slot whatever the kind)."""
+
+    kind: RequestKind
+    annotation: str
+    # The annotation's value -> the Request (RequestError if it cannot be read).
+    parse: Callable[[str], Request]
+    # The id part of a value that cannot be read, to record its refusal under.
+    raw_id: Callable[[str], str]
+    # The runs it asks for (their scheduled times), or why it is refused.
+    slots: Callable[[Request, RequestStatus, Timetable, datetime], list[datetime] | str]
+    # Its runs are named by their slots too (several runs); else by the request alone.
+    named_by_slot: bool
+
+
+REQUEST_KINDS: Final[Mapping[RequestKind, RequestKindSpec]] = {
+    spec.kind: spec
+    for spec in (
+        RequestKindSpec("RunNow", RUN_NOW_ANNOTATION, parse_run_now, lambda raw: raw,
+                        run_now_slots, named_by_slot=False),
+        RequestKindSpec("Backfill", BACKFILL_ANNOTATION, parse_backfill,
+                        lambda raw: raw.split(";")[0], backfill_range_slots, named_by_slot=True),
+    )
+}  # fmt: skip
+
+
 def requested(annotations: dict[str, str]) -> list[Request | tuple[RequestKind, str, str]]:
     """The requests the annotations make: a Request, or (kind, id, problem) for one that
     cannot be read (the id is the raw value's, so the refusal is recorded once)."""
     found: list[Request | tuple[RequestKind, str, str]] = []
-    run_now = annotations.get(RUN_NOW_ANNOTATION)
-    if run_now is not None:
+    for spec in REQUEST_KINDS.values():
+        value = annotations.get(spec.annotation)
+        if value is None:
+            continue
         try:
-            found.append(Request("RunNow", _checked_id(run_now.strip(), RUN_NOW_ANNOTATION)))
+            found.append(spec.parse(value))
         except RequestError as error:
-            found.append(("RunNow", _refusal_id(run_now), str(error)))
-    backfill = annotations.get(BACKFILL_ANNOTATION)
-    if backfill is not None:
-        try:
-            found.append(parse_backfill(backfill))
-        except RequestError as error:
-            found.append(("Backfill", _refusal_id(backfill.split(";")[0]), str(error)))
+            found.append((spec.kind, _refusal_id(spec.raw_id(value)), str(error)))
     return found
 
 
@@ -188,7 +244,7 @@ def job_suffix(uid: str, request: Request, slot: datetime) -> str:
     backfill's runs are named by their slots too. The object's uid keeps a new object of
     the same name, asked the same, from finding its predecessor's Jobs. 10 characters,
     as the CronJob controller's own suffix."""
-    run = "" if request.kind == "RunNow" else f"/{slot.isoformat()}"
+    run = f"/{slot.isoformat()}" if REQUEST_KINDS[request.kind].named_by_slot else ""
     digest = hashlib.sha256(f"{uid}/{request.label}{run}".encode()).hexdigest()
     return "r" + digest[:9]
 
@@ -214,21 +270,8 @@ def refused(kind: RequestKind, request_id: str, message: str, now: datetime) -> 
 def slots_for(
     request: Request, entry: RequestStatus, table: Timetable, now: datetime
 ) -> list[datetime] | str:
-    """The runs the request asks for (their scheduled times), or why it is refused. A run
-    now is for the moment it was received; a backfill is for the past slots in its range."""
-    if request.kind == "RunNow":
-        return [entry.received_time.replace(microsecond=0)]
-    if request.start is None or request.end is None:
-        raise ValueError("a backfill request has a start and an end")
-    if request.end > now:
-        return (
-            f"the backfill range must end in the past (it ends {request.end.isoformat()}): "
-            "the schedule itself runs the slots still to come"
-        )
-    slots = backfill_slots(table, request.start, request.end)
-    if len(slots) > MAX_BACKFILL_SLOTS:
-        return over_cap_message(len(slots))
-    return slots
+    """The runs the request asks for (their scheduled times), or why it is refused."""
+    return REQUEST_KINDS[request.kind].slots(request, entry, table, now)
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,10 @@ from sundial.api.reasons import (
     RUNS_MISSED,
     SWITCHING,
 )
-from sundial.planning.cronjob import SPEC_HASH_ANNOTATION, cronjob_name
+from sundial.planning import switching as sw
 from sundial.planning.missed import SETTLE, Judgement, Tally, counts_as_missed, tally
 from sundial.planning.runs import RunHistory
-from sundial.planning.schedule import Timetable, iso, parse_time
-from sundial.planning.temporal_schedule import SWITCH_NOTE
+from sundial.planning.schedule import Timetable, iso
 
 NEXT_RUN_COUNT = 3
 
@@ -80,25 +79,18 @@ def switching(
     waiting_for: str | None = None,
     now: datetime,
 ) -> Condition | None:
-    """True while a change of backend is not complete: the backend in effect is still the
-    old one (the new one has not accepted the object yet), or the new one waits for a run
-    the old one started. False once done; absent on an object that never switched."""
+    """The Switching condition for the phase the status shows (planning/switching.py):
+    True while a change of backend is not complete, False once done; absent on an object
+    that never switched."""
     desired, generation = sj.spec.backend, sj.metadata.generation
-    if effective is not None and effective != desired:
-        return condition(
-            previous, SWITCHING, "True", reasons.SWITCH_PENDING,
-            f"switching from backend {effective} to {desired}"
-            f"{': ' + problem if problem else ''}; backend {effective} keeps running until "
-            f"{desired} accepts the object", now=now, generation=generation,
-        )  # fmt: skip
-    if waiting_for is not None:
-        return condition(previous, SWITCHING, "True", reasons.WAITING_FOR_RUNNING_JOB, waiting_for,
-                         now=now, generation=generation)  # fmt: skip
     old = find_condition(previous, SWITCHING)
-    if old is not None and old.status == "True":
-        return condition(previous, SWITCHING, "False", reasons.SWITCHED,
-                         f"now on backend {desired}", now=now, generation=generation)  # fmt: skip
-    return old
+    shown = sw.reported(desired, effective, held=waiting_for is not None)
+    said = sw.condition(shown, old, desired, effective, problem=problem, waiting_for=waiting_for)
+    if said is None:
+        return old
+    status, reason, message = said
+    return condition(previous, SWITCHING, status, reason, message, now=now,
+                     generation=generation)  # fmt: skip
 
 
 def _with_switching(conditions: list[Condition], switch: Condition | None) -> list[Condition]:
@@ -355,9 +347,20 @@ def listed_after(judgement: Judgement, now: datetime) -> datetime:
     return settled
 
 
+@dataclass(frozen=True)
+class CronJobView:
+    """The kubernetes backend's view of its CronJob, as status needs it (from the object:
+    planning/cronjob.cronjob_view)."""
+
+    name: str
+    last_schedule_time: datetime | None
+    active: int
+    spec_hash: str | None  # of the spec Sundial last wrote into it
+
+
 def kubernetes_status(
     sj: ScheduledJob,
-    cronjob: dict[str, Any],
+    view: CronJobView,
     table: Timetable,
     judgement: Judgement,
     history: RunHistory,
@@ -365,8 +368,7 @@ def kubernetes_status(
     now: datetime,
     notes: list[str] | None = None,
 ) -> ScheduledJobStatus:
-    """Status of a ScheduledJob whose CronJob is in step with its spec."""
-    observed = cronjob.get("status") or {}
+    """Status of a ScheduledJob whose CronJob is in step with its spec, from its view."""
     return _ready_status(
         sj,
         reason=RECONCILED,
@@ -375,15 +377,13 @@ def kubernetes_status(
         judgement=judgement,
         history=history,
         now=now,
-        backend_ref=BackendRef(
-            kind="CronJob", name=cronjob_name(sj.metadata.name), namespace=sj.metadata.namespace
-        ),
-        last_schedule_time=parse_time(observed.get("lastScheduleTime")),
-        active=len(observed.get("active") or []),
+        backend_ref=BackendRef(kind="CronJob", name=view.name, namespace=sj.metadata.namespace),
+        last_schedule_time=view.last_schedule_time,
+        active=view.active,
         next_run_times=[]
         if sj.spec.suspend
         else table.next_runs(listed_after(judgement, now), NEXT_RUN_COUNT),
-        spec_hash=(cronjob.get("metadata", {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION),
+        spec_hash=view.spec_hash,
     )
 
 
@@ -394,6 +394,8 @@ class ScheduleView:
 
     paused: bool
     note: str | None
+    # Paused by Sundial for a switch, until the run the CronJob started has ended.
+    held_for_switch: bool
     scheduled: list[datetime]  # the recent actions' nominal times
     running: int
     next_action_times: list[datetime]
@@ -413,7 +415,7 @@ def temporal_status(
 ) -> ScheduledJobStatus:
     """Status of a ScheduledJob whose Temporal Schedule is in step, from its view."""
     waiting_for = None
-    if view.paused and view.note == SWITCH_NOTE and not sj.spec.suspend:
+    if view.held_for_switch and not sj.spec.suspend:
         reason = RECONCILED
         waiting_for = message = (
             "the Temporal schedule starts once the run the CronJob started has finished "

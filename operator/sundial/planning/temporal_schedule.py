@@ -61,7 +61,7 @@ def is_suspend_note(note: str | None) -> bool:
 # A run now never ends a run, on either backend: its trigger never cancels or terminates
 # one (a run that started since Sundial looked is waited for). The policies whose own
 # overlap would skip the run now or end the running one make it wait in Sundial while a
-# run is going, as the kubernetes backend does (backends.temporal.runs.handle_requests).
+# run is going, as the kubernetes backend does (backends.temporal.requests.handle_requests).
 RUN_NOW_WAITS: frozenset[ConcurrencyPolicy] = frozenset({"Forbid", "Replace", "CancelOther"})
 
 

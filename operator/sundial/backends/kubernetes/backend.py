@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sundial.api import reasons
 from sundial.api.models import (
@@ -15,7 +16,7 @@ from sundial.api.models import (
     ScheduledJob,
     ScheduledJobSpec,
 )
-from sundial.backend import DAY_SEMANTICS_NOTE, Cache, Key, Outcome
+from sundial.backends.protocol import DAY_SEMANTICS_NOTE, Cache, ConfirmExists, Key, Outcome, Pass
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import (
@@ -27,6 +28,7 @@ from sundial.kube import (
 )
 from sundial.ownwrites import OwnWrites
 from sundial.planning import cronjob as cj
+from sundial.planning import ownership
 from sundial.planning import requests as rq
 from sundial.planning import status as st
 from sundial.planning.jobs import job_record
@@ -38,6 +40,8 @@ from sundial.planning.missed import (
     timetable_hash,
 )
 from sundial.planning.news import without_bookkeeping
+from sundial.planning.ownership import Ownership
+from sundial.planning.pod_times import listed_pods_ended, pod_times_needed, with_pod_times
 from sundial.planning.runs import (
     ObservedRun,
     job_run,
@@ -51,13 +55,18 @@ from sundial.planning.schedule import (
     parse_time,
     timetable,
 )
-from sundial.planning.summaries import pod_ended, pods_ended
+from sundial.planning.summaries import PodsEnded
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class KubernetesBackend:
+    """backend: kubernetes (protocol.Backend): one CronJob the cluster's controller fires.
+    Nothing needs preparing (its prepared value is None) and nothing outlives the object
+    but what owner references take along, so `finalize` has nothing to do."""
+
+    name: ClassVar[str] = "kubernetes"
     kube: KubeClient
     cache: Cache
     events: EventRecorder
@@ -75,9 +84,35 @@ class KubernetesBackend:
         applied = self._applied.read(key, self.cache.cronjob_version(key))
         return applied if applied is not None else self.cache.cronjob(key)
 
-    async def reconcile(
-        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
-    ) -> Outcome:
+    def lane(self, body: dict[str, Any] | None) -> Hashable | None:
+        return None  # the apiserver is everyone's: its passes need no lane of their own
+
+    def holds(self, p: Pass) -> bool:
+        return self.in_place(p.key, p.sj)
+
+    async def prepare(self, p: Pass, confirm_exists: ConfirmExists) -> tuple[Pass, None]:
+        if self.cache.cronjob(p.key) is None:
+            await confirm_exists()  # the apply may create the CronJob
+        return p, None
+
+    async def accept(self, p: Pass, prepared: None) -> None:
+        """Switching from temporal: before the schedule goes, the CronJob must be ours to
+        write and the apiserver must accept it (a server-side dry run, admission
+        included). SpecProblem or Retry otherwise, and the schedule keeps running."""
+        desired = cj.cronjob_manifest(p.sj)
+        await self._owned_or_adopted(p.key, p.sj, desired, p.now)
+        try:
+            await self.kube.apply_cronjob(desired, dry_run=True)
+        except ApiException as error:
+            raise _write_refused(error, "checking") from None
+
+    async def finalize(self, p: Pass) -> None:
+        """The CronJob goes with the object: its owner reference lets the garbage
+        collector take it (its Jobs too)."""
+
+    async def reconcile(self, p: Pass, prepared: None, *, hold: bool) -> Outcome:
+        """`hold` is never asked of a CronJob: no other backend's run is waited for."""
+        key, sj, table, now = p.key, p.sj, p.table, p.now
         desired = cj.cronjob_manifest(sj)
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
         live = await self._owned_or_adopted(key, sj, desired, now)
@@ -105,20 +140,22 @@ class KubernetesBackend:
                 raise api_retry(error, "reading the CronJob") from None
             if live is None:
                 return None
-        if cj.is_owned_by(live, sj):
-            return live
         name = live["metadata"]["name"]
-        if not cj.adoption_requested(sj, name):
+        decision = ownership.decide(sj, name, exists=True, made_for_this=cj.is_owned_by(live, sj))
+        if decision is Ownership.OWNED:
+            return live
+        if decision is Ownership.REFUSE:
             raise SpecProblem(
                 reasons.CRONJOB_EXISTS,
-                f"a CronJob named {name} already exists in {key[0]} and was not made by "
-                "this ScheduledJob; Sundial leaves it alone. Rename the ScheduledJob, "
-                f"delete that CronJob, or adopt it: `kubectl annotate scheduledjob {key[1]} "
-                f"{cj.ADOPT_ANNOTATION}={name}` (its spec is then replaced wholly by this "
-                "ScheduledJob's; its Jobs and history are kept)",
+                ownership.refusal(
+                    sj, "CronJob named", name, key[0],
+                    "Rename the ScheduledJob, delete that CronJob",
+                    "its spec is then replaced wholly by this ScheduledJob's; its Jobs and "
+                    "history are kept",
+                ),
                 # That CronJob is not watched: look again now and then, for its deletion.
                 retry_after=60.0,
-            )
+            )  # fmt: skip
         try:
             adopted = await self.kube.replace_cronjob(
                 {**desired, "metadata": {**desired["metadata"],
@@ -131,8 +168,8 @@ class KubernetesBackend:
         log.info("adopted CronJob %s/%s", *key)
         await self.events.record(
             sj, "Normal", "Adopted",
-            f"adopted the existing CronJob {name} ({cj.ADOPT_ANNOTATION}): its spec was "
-            "replaced by this ScheduledJob's, its Jobs and history kept", now=now,
+            f"adopted the existing CronJob {name} ({ownership.ADOPT_ANNOTATION}): its spec "
+            "was replaced by this ScheduledJob's, its Jobs and history kept", now=now,
         )  # fmt: skip
         return adopted
 
@@ -145,12 +182,15 @@ class KubernetesBackend:
         accounting = sj.status.run_accounting
         if accounting is None or accounting.spec_hash == timetable_hash(sj.spec):
             return sj, []
-        before = await self.judge_running(key, sj, now)
+        before = await self._judge_running(key, sj, now)
         if before is None:
             return sj, []
         return sj.model_copy(update={"status": before.status}), before.new_runs
 
-    async def judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
+    async def judge_running(self, p: Pass) -> Outcome | None:
+        return await self._judge_running(p.key, p.sj, p.now)
+
+    async def _judge_running(self, key: Key, sj: ScheduledJob, now: datetime) -> Outcome | None:
         """The slots of the CronJob already in place, while the spec cannot be applied.
 
         That CronJob keeps running by its own schedule, so its slots are judged as usual and
@@ -199,7 +239,9 @@ class KubernetesBackend:
             history = run_history(
                 sj.status, observed, run_limits, now, complete=True, unseen=unseen
             )
-        status = st.kubernetes_status(sj, live, table, judgement, history, now=now, notes=notes)
+        status = st.kubernetes_status(
+            sj, cj.cronjob_view(live), table, judgement, history, now=now, notes=notes
+        )
         # Look again once the next slot has settled (the controller needs a moment).
         wake = [(t - now + SETTLE).total_seconds() for t in status.next_run_times[:1]]
         for moment in (judgement.recheck_at, history.wake_at):
@@ -215,18 +257,13 @@ class KubernetesBackend:
         off on a busy node), and the summary the last Pod left in its termination message
         as the run's message (the Job controller's reason stays): from the Pod watch, or,
         when it has not shown all the Job's ended Pods yet, one LIST of them."""
-        timed: list[ObservedRun] = []
-        for run in observed:
-            if run.job_name in ended:
-                pods = self.cache.pods_ended(namespace, run.job_name)
-                if pods is None:
-                    listed = await self._list_pods(namespace, run.job_name)
-                    pods = pods_ended([p for p in map(pod_ended, listed) if p is not None])
-                if pods is not None:
-                    run = replace(run, start_time=pods.start, completion_time=pods.end,
-                                  message=pods.summary or run.message)  # fmt: skip
-            timed.append(run)
-        return timed
+        needed = pod_times_needed(
+            observed, ended, lambda job_name: self.cache.pods_ended(namespace, job_name)
+        )
+        pods: dict[str, PodsEnded | None] = dict(needed.watched)
+        for job_name in needed.to_list:
+            pods[job_name] = listed_pods_ended(await self._list_pods(namespace, job_name))
+        return with_pod_times(observed, pods)
 
     async def _list_pods(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
         try:
@@ -260,13 +297,12 @@ class KubernetesBackend:
             overlap_skip_reported=said.overlap_skip,
         )
 
-    async def handle_requests(
-        self, key: Key, sj: ScheduledJob, table: Timetable, now: datetime
-    ) -> list[RequestStatus]:
+    async def handle_requests(self, p: Pass, prepared: None) -> list[RequestStatus]:
         """Run-now and backfill requests not yet settled: one Job per run, named by the
         request and slot (so a repeated pass creates nothing twice). Under Forbid (and
         Replace: a request never kills a run) one at a time, the rest waiting in status;
         the CronJob controller does not count these Jobs for its own concurrency policy."""
+        key, sj, table, now = p.key, p.sj, p.table, p.now
         live = self._live(key)
         if live is None or not cj.is_owned_by(live, sj):
             return []
@@ -348,21 +384,11 @@ class KubernetesBackend:
         """A Job the CronJob started is still running (it outlives its CronJob)."""
         return any(job.finished_at is None for job in self.cache.jobs(key))
 
-    async def check_accepted(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
-        """Switching from temporal: before the schedule goes, the CronJob must be ours to
-        write and the apiserver must accept it (a server-side dry run, admission
-        included). SpecProblem or Retry otherwise, and the schedule keeps running."""
-        desired = cj.cronjob_manifest(sj)
-        await self._owned_or_adopted(key, sj, desired, now)
-        try:
-            await self.kube.apply_cronjob(desired, dry_run=True)
-        except ApiException as error:
-            raise _write_refused(error, "checking") from None
-
-    async def retire(self, key: Key, sj: ScheduledJob, now: datetime) -> None:
+    async def retire(self, p: Pass) -> None:
         """Switching to temporal: remove the CronJob. Orphan, not cascade: a Job that is
         running now is allowed to finish; without an owner, only a TTL removes the Jobs
         afterwards, so those that have none get the default one first."""
+        key, sj, now = p.key, p.sj, p.now
         # Sundial's own write counts even before the cache has seen it: never both active.
         cronjob = self._live(key) if self.in_place(key, sj) else None
         self.forget(key)  # whatever happens next, what was applied is no longer in force

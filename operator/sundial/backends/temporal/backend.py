@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from temporalio.client import (
     Schedule,
-    ScheduleActionStartWorkflow,
     ScheduleDescription,
     ScheduleState,
 )
@@ -23,48 +22,47 @@ from sundial.api.models import (
     ConnectionRef,
     RequestStatus,
     ScheduledJob,
-    TemporalCounters,
 )
-from sundial.backend import DAY_SEMANTICS_NOTE, Key, Outcome
+from sundial.backends.protocol import DAY_SEMANTICS_NOTE, ConfirmExists, Key, Outcome, Pass
 from sundial.backends.temporal.client import (
     Connection,
     Temporal,
-    TemporalRejected,
-    TemporalUnavailable,
-    description_digest,
-    schedule_fingerprint,
 )
 from sundial.backends.temporal.connections import ConnectionResolver, connection_key
-from sundial.backends.temporal.runs import handle_requests, observe_all_runs
-from sundial.backends.temporal.schedule import schedule_view, temporal_schedule
+from sundial.backends.temporal.digests import description_digest, schedule_fingerprint
+from sundial.backends.temporal.made import (
+    MadeSchedule,
+    Removal,
+    keeps_running,
+    made_for,
+    memo,
+    previous_schedule,
+    same_place,
+)
+from sundial.backends.temporal.requests import handle_requests
+from sundial.backends.temporal.revoked import Revocations
+from sundial.backends.temporal.runs import observe_all_runs
+from sundial.backends.temporal.schedule import judge, schedule_view, temporal_schedule
 from sundial.backends.temporal.watch import ScheduleWatch
 from sundial.config import OperatorConfig
-from sundial.errors import Retry, SpecProblem, api_retry
+from sundial.errors import Retry, SpecProblem, TemporalRejected, TemporalUnavailable, api_retry
 from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient
+from sundial.planning import ownership
 from sundial.planning import status as st
-from sundial.planning.cronjob import ADOPT_ANNOTATION, adoption_requested
 from sundial.planning.missed import (
-    Judgement,
-    TemporalEvidence,
-    judge_temporal,
-    start_accounting,
     temporal_requeue,
-    timetable_hash,
 )
+from sundial.planning.ownership import Ownership
 from sundial.planning.runs import limits, run_history
-from sundial.planning.schedule import Timetable, both_days_restricted, jitter, timetable
+from sundial.planning.schedule import both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
     MOVE_NOTE,
     READMITTED_NOTE,
     RESUME_NOTE,
-    SCHEDULEDJOB_MEMO_KEY,
-    SCHEDULEDJOB_UID_MEMO_KEY,
-    SPEC_HASH_MEMO_KEY,
     SWITCH_NOTE,
     is_revoked_note,
     is_suspend_note,
-    revoked_note,
     schedule_id,
     suspend_note,
 )
@@ -73,29 +71,9 @@ log = logging.getLogger(__name__)
 
 # Held while a Temporal schedule may exist, so deleting the ScheduledJob deletes it too.
 TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
-# The escape hatch for a schedule Sundial can no longer reach (its Temporal is gone for
-# good, or its connection's Secrets went with a deleted namespace while the operator was
-# down): with this annotation set to "true", the finalizer and a move of the schedule give
-# up on it, with a Warning Event naming what may be left to delete by hand.
-ABANDON_ANNOTATION = "sundial.dev/abandon-schedule"
 # A move the new connection refuses (a Temporal namespace that is not there) is fixed on
 # the connection, which wakes nothing: looked at again this often, as connection problems.
 MOVE_RETRY_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class MadeSchedule:
-    """A schedule Sundial may have made for an object: where it is, and over what."""
-
-    ref: ConnectionRef
-    schedule_id: str
-    address: str | None = None  # None: wherever the connection points now
-    namespace: str | None = None
-
-    def describe(self) -> str:
-        where = f" in namespace {self.namespace}" if self.namespace else ""
-        at = f" at {self.address}" if self.address else ""
-        return f"{self.schedule_id}{where}{at} (over {self.ref.kind} {self.ref.name})"
 
 
 @dataclass(frozen=True)
@@ -110,6 +88,11 @@ class Prepared:
 
 @dataclass
 class TemporalBackend:
+    """backend: temporal (protocol.Backend): one Temporal Schedule per object, and the
+    finalizer that takes it along when the object goes. Its prepared value (`Prepared`)
+    is where the schedule is and what Temporal holds there now."""
+
+    name: ClassVar[str] = "temporal"
     kube: KubeClient
     temporal: Temporal
     events: EventRecorder
@@ -117,13 +100,46 @@ class TemporalBackend:
     connections: ConnectionResolver
     # Wakes an object when the listing shows its schedule changed (None: no listing).
     watch: ScheduleWatch | None = None
+    _removal: Removal = field(init=False)
+    _revocations: Revocations = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._removal = Removal(self.temporal, self.connections, self.events)
+        self._revocations = Revocations(self.temporal, self.connections, self.config, self.watch)
 
     def forget(self, key: Key) -> None:
         """The object is gone or has left Temporal: its schedule is no longer watched."""
         if self.watch is not None:
             self.watch.forget(key)
 
-    async def prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
+    def lane(self, body: dict[str, Any] | None) -> Hashable | None:
+        return temporal_lane(body, self.config.default_connection)
+
+    def holds(self, p: Pass) -> bool:
+        # Set before a schedule is first created, removed only once it is deleted.
+        return TEMPORAL_FINALIZER in p.sj.metadata.finalizers
+
+    def run_in_progress(self, key: Key) -> bool:
+        return False  # a CronJob's run never waits for a workflow (as before the switch)
+
+    async def judge_running(self, p: Pass) -> Outcome | None:
+        return None  # a schedule left running is judged where it is (SpecProblem.observed)
+
+    async def prepare(self, p: Pass, confirm_exists: ConfirmExists) -> tuple[Pass, Prepared]:
+        """The finalizer first, then `_prepare`. The object is confirmed to exist before
+        the finalizer is first set, and before the first create of a schedule: a schedule
+        made for a ghost would outlive it, with no finalizer left to delete it."""
+        confirmed = TEMPORAL_FINALIZER not in p.sj.metadata.finalizers
+        if confirmed:
+            await confirm_exists()
+        # A finalizer someone removed is put back before anything else can fail.
+        sj = await self.keep_finalizer(p.sj, p.now)
+        prepared = await self._prepare(sj, p.now)
+        if prepared.description is None and not confirmed:
+            await confirm_exists()
+        return replace(p, sj=sj), prepared
+
+    async def _prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
         """Everything that can fail before the kubernetes side is touched: the connection
         and its Secrets, one answer from Temporal, and the move of a schedule made at
         another place (a changed connection or id prefix: `_move`). A switch from
@@ -133,17 +149,17 @@ class TemporalBackend:
         try:
             resolved = await self.connections.resolve(sj)
         except SpecProblem as problem:
-            raise await self._stop_revoked(sj, problem, now) from None
+            raise await self._revocations.stop(sj, problem, now) from None
         identity = schedule_id(self.config.schedule_id_prefix, *_key(sj))
         desired = MadeSchedule(
             resolved.ref, identity, resolved.connection.address, resolved.connection.namespace
         )
-        previous = _previous_schedule(sj.status.backend_ref, resolved.ref)
-        if previous is not None and _same_place(previous, desired):
+        previous = previous_schedule(sj.status.backend_ref, resolved.ref)
+        if previous is not None and same_place(previous, desired):
             previous = None  # nothing moves
         if previous is None and self._surely_new(sj, resolved.connection):
             return Prepared(resolved.connection, resolved.ref, identity, None)
-        keeps = "" if previous is None else f"; {_keeps_running(previous)}"
+        keeps = "" if previous is None else f"; {keeps_running(previous)}"
         try:
             description = await self.temporal.describe(resolved.connection, identity)
         except TemporalRejected as error:  # e.g. no such Temporal namespace, no permission
@@ -158,122 +174,6 @@ class TemporalBackend:
             prepared = await self._move(sj, prepared, previous, now)
         return prepared
 
-    async def _stop_revoked(
-        self, sj: ScheduledJob, problem: SpecProblem, now: datetime
-    ) -> SpecProblem:
-        """The object may not use its connection (`problem`). A schedule Sundial made for
-        it over a connection it may no longer use (its namespace no longer admitted, the
-        connection or its Secret deleted, its task queue no longer allowed) must not go on
-        starting workflows with that connection's rights: it is paused, through the
-        connection as last read (what the finalizer would delete it with), until the
-        connection admits the object again (`_upsert` lifts the pause), and it is still
-        watched and judged meanwhile. Returns the problem to report, with that paused
-        schedule as observed. A schedule the object still runs by right (a move to a
-        connection that refuses it, or a spec change refused while the running schedule
-        is within the connection's rules) is left running, as any refused change is."""
-        backend_ref = sj.status.backend_ref
-        made = _previous_schedule(backend_ref, self.connections.ref_of(sj))
-        if made is None or backend_ref is None:
-            return problem  # nothing was made: nothing runs
-        cannot = f"{problem.message}; the Temporal schedule {made.describe()} made over it"
-        try:
-            resolved = await self.connections.resolve(sj, made.ref, deleting=True)
-        except SpecProblem as error:
-            return SpecProblem(
-                problem.reason,
-                f"{cannot} could not be paused: {error.message} (not read since the "
-                "operator started); restore the connection, or pause or delete the schedule "
-                "in Temporal",
-                problem.retry_after,
-            )
-        connection = replace(
-            resolved.connection,
-            address=made.address or resolved.connection.address,
-            namespace=made.namespace or resolved.connection.namespace,
-        )
-        identity = made.schedule_id
-        done = "is paused with the connection as last read"
-        try:
-            description = await self.temporal.describe(connection, identity)
-            if description is None or not await _made_for(sj, description):
-                return problem  # none of Sundial's is there: nothing runs for this object
-            if await self._runs_by_right(sj, made.ref, description):
-                return problem
-            state = description.schedule.state
-            if not state.paused:
-                await self.temporal.set_paused(
-                    connection, identity, True, revoked_note(problem.reason)
-                )
-                log.info("paused Temporal schedule %s: %s", made.describe(), problem.reason)
-                description = await self._describe(connection, identity)
-            elif not is_revoked_note(state.note):  # by hand, or spec.suspend: it stays so
-                done = f"was paused already ({state.note or 'no note'}) and stays paused"
-            observed = await self._observe(sj, connection, backend_ref, identity, description,
-                                           now)  # fmt: skip
-        except TemporalUnavailable as error:
-            message = f"{cannot} must be paused and cannot be yet: {error}"
-            raise TemporalUnavailable(message) from None
-        except TemporalRejected as error:
-            return SpecProblem(
-                problem.reason, f"{cannot} could not be paused: {error}", problem.retry_after
-            )
-        message = (
-            f"schedule paused: {problem.message}. The Temporal schedule {made.describe()} "
-            f"{done}, so that nothing runs over a connection this ScheduledJob may no longer "
-            "use; Sundial resumes it once the connection admits the ScheduledJob again"
-        )
-        return SpecProblem(problem.reason, message, problem.retry_after, observed=observed)
-
-    async def _runs_by_right(
-        self, sj: ScheduledJob, ref: ConnectionRef, description: ScheduleDescription
-    ) -> bool:
-        """The connection `ref` admits the schedule as it runs in Temporal (its task queue,
-        not a new one the spec asks for)."""
-        action = description.schedule.action
-        if not isinstance(action, ScheduleActionStartWorkflow):
-            return False
-        running = sj
-        if sj.spec.workflow is not None:
-            workflow = sj.spec.workflow.model_copy(update={"task_queue": action.task_queue})
-            running = sj.model_copy(
-                update={"spec": sj.spec.model_copy(update={"workflow": workflow})}
-            )
-        try:
-            await self.connections.resolve(running, ref)
-        except SpecProblem:
-            return False
-        return True
-
-    async def _observe(
-        self,
-        sj: ScheduledJob,
-        connection: Connection,
-        ref: BackendRef,
-        identity: str,
-        description: ScheduleDescription,
-        now: datetime,
-    ) -> Outcome:
-        """What a schedule Sundial is not bringing in step shows: its slots judged, its
-        runs recorded, its state; the spec hash and fingerprint of Sundial's last write
-        stay as they were (the schedule was not written)."""
-        judgement = self._judge(sj, timetable(sj.spec), description, now)
-        runs, seen_actions, unseen = await observe_all_runs(
-            self.temporal, sj, connection, description
-        )
-        history = run_history(sj.status, runs, limits(sj.spec), now, complete=False, unseen=unseen)
-        status = st.temporal_status(
-            sj, schedule_view(description), judgement, history, ref=ref,
-            spec_hash=sj.status.spec_hash or "",
-            fingerprint=sj.status.backend_fingerprint or schedule_fingerprint(description),
-            now=now,
-        ).model_copy(update={"seen_actions": seen_actions})  # fmt: skip
-        requeue = temporal_requeue(
-            status.next_run_times, jitter(sj.spec), now, self.config.temporal_resync_seconds
-        )
-        if self.watch is not None:
-            self.watch.track(_key(sj), connection, identity, description_digest(description))
-        return Outcome(status, requeue, judgement.new_runs, history)
-
     async def _move(
         self, sj: ScheduledJob, prepared: Prepared, previous: MadeSchedule, now: datetime
     ) -> Prepared:
@@ -284,7 +184,7 @@ class TemporalBackend:
         the schedule is created there paused, as a switch from kubernetes does, and only
         then is the old one deleted; `_upsert` unpauses it. A refusal or an outage on
         either side leaves the old one running, and Ready says why."""
-        old = await self._reach_made(sj, previous, now, moving=True)
+        old = await self._removal.reach(sj, previous, now, moving=True)
         if old is None:
             return prepared  # none of Sundial's there (or given up on): nothing to delete
         if (old.address, old.namespace, previous.schedule_id) == (
@@ -294,12 +194,12 @@ class TemporalBackend:
         prepared = await self._owned_or_adopted(sj, prepared, now)
         if prepared.description is None:
             prepared = await self._create_paused(
-                sj, prepared, now, MOVE_NOTE, _keeps_running(previous),
+                sj, prepared, now, MOVE_NOTE, keeps_running(previous),
                 retry_after=MOVE_RETRY_SECONDS,
             )  # fmt: skip
         to = MadeSchedule(prepared.ref, prepared.schedule_id, prepared.connection.address,
                           prepared.connection.namespace)  # fmt: skip
-        await self._delete_made(sj, previous, old, now, moving=True, moved_to=to.describe())
+        await self._removal.delete(sj, previous, old, now, moving=True, moved_to=to.describe())
         return prepared
 
     def _surely_new(self, sj: ScheduledJob, connection: Connection) -> bool:
@@ -317,23 +217,16 @@ class TemporalBackend:
             and self.watch.answered_lately(connection)
         )
 
-    async def reconcile(
-        self,
-        sj: ScheduledJob,
-        prepared: Prepared,
-        table: Timetable,
-        now: datetime,
-        *,
-        hold: bool = False,
-    ) -> Outcome:
+    async def reconcile(self, p: Pass, prepared: Prepared, *, hold: bool) -> Outcome:
         """`hold`: a run the CronJob started is still going and the policy is Forbid, so
         a schedule made for the switch stays paused until it ends."""
+        sj, table, now = p.sj, p.table, p.now
         prepared = await self._owned_or_adopted(sj, prepared, now)
         try:
             description, spec_hash = await self._upsert(sj, prepared, now, hold=hold)
         except TemporalRejected as error:
             raise SpecProblem(error.reason, str(error)) from None
-        judgement = self._judge(sj, table, description, now)
+        judgement = judge(sj, table, description, now)
         observed, seen_actions, unseen = await observe_all_runs(
             self.temporal, sj, prepared.connection, description
         )
@@ -370,20 +263,19 @@ class TemporalBackend:
             )  # fmt: skip
         return Outcome(status, requeue, judgement.new_runs, history)
 
-    async def handle_requests(
-        self, sj: ScheduledJob, prepared: Prepared, table: Timetable, now: datetime
-    ) -> list[RequestStatus]:
-        """Run-now and backfill requests (runs.handle_requests)."""
+    async def handle_requests(self, p: Pass, prepared: Prepared) -> list[RequestStatus]:
+        """Run-now and backfill requests (requests.handle_requests)."""
         if prepared.description is None:
             return []
         return await handle_requests(
-            self.temporal, sj, prepared.connection, prepared.schedule_id,
-            prepared.description, table, now,
+            self.temporal, p.sj, prepared.connection, prepared.schedule_id,
+            prepared.description, p.table, p.now,
         )  # fmt: skip
 
-    async def stand_by(self, sj: ScheduledJob, prepared: Prepared, now: datetime) -> Prepared:
+    async def accept(self, p: Pass, prepared: Prepared) -> Prepared:
         """Switching from kubernetes: create the schedule paused, so Temporal's own verdict
         comes before the CronJob is retired; a refusal leaves the CronJob running."""
+        sj, now = p.sj, p.now
         prepared = await self._owned_or_adopted(sj, prepared, now)
         if prepared.description is not None:
             return prepared
@@ -412,7 +304,9 @@ class TemporalBackend:
             raise SpecProblem(error.reason, f"{error}; {meanwhile}", retry_after) from None
         if made:
             log.info("created Temporal schedule %s paused (%s)", prepared.schedule_id, note)
-        description = await self._describe(prepared.connection, prepared.schedule_id)
+        description = await self.temporal.describe_present(
+            prepared.connection, prepared.schedule_id
+        )
         if not made:  # one was there already: whose?
             return await self._owned_or_adopted(sj, replace(prepared, description=description),
                                                 now)  # fmt: skip
@@ -424,47 +318,64 @@ class TemporalBackend:
         """A schedule under this id that Sundial did not create for this object is never
         written over, unless adoption was asked for. Temporal keeps a schedule's memo
         from its creation, so adopting means deleting it and creating Sundial's."""
-        identity = prepared.schedule_id
-        if prepared.description is None or await _made_for(sj, prepared.description):
+        identity, description = prepared.schedule_id, prepared.description
+        decision = ownership.decide(
+            sj, identity, exists=description is not None,
+            made_for_this=description is not None and await made_for(sj, description),
+        )  # fmt: skip
+        if decision in (Ownership.ABSENT, Ownership.OWNED):
             return prepared
-        if not adoption_requested(sj, identity):
+        if decision is Ownership.REFUSE:
             raise SpecProblem(
                 reasons.SCHEDULE_EXISTS,
-                f"a Temporal schedule {identity} already exists in namespace "
-                f"{prepared.connection.namespace} and was not created by this ScheduledJob; "
-                "Sundial leaves it alone. Delete that schedule, or adopt it: `kubectl annotate "
-                f"scheduledjob {sj.metadata.name} {ADOPT_ANNOTATION}={identity}` (it is then "
-                "deleted and created again from this ScheduledJob; its counters start afresh)",
+                ownership.refusal(
+                    sj, "Temporal schedule", identity,
+                    f"namespace {prepared.connection.namespace}", "Delete that schedule",
+                    "it is then deleted and created again from this ScheduledJob; its "
+                    "counters start afresh",
+                ),
                 retry_after=60.0,
-            )
+            )  # fmt: skip
         await self.temporal.delete(prepared.connection, identity)
         await self.events.record(
             sj, "Normal", "Adopted",
-            f"adopted the existing Temporal schedule {identity} ({ADOPT_ANNOTATION}): it was "
-            "replaced by this ScheduledJob's", now=now,
+            f"adopted the existing Temporal schedule {identity} "
+            f"({ownership.ADOPT_ANNOTATION}): it was replaced by this ScheduledJob's", now=now,
         )  # fmt: skip
         return replace(prepared, description=None)
 
-    async def retire(self, sj: ScheduledJob, now: datetime) -> None:
+    async def retire(self, p: Pass) -> None:
         """Switching to kubernetes: the schedule goes before the CronJob comes."""
+        sj, now = p.sj, p.now
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             return
-        await self.finalize(sj, now)
+        await self._remove_all(sj, now)
         await self.events.record(
             sj, "Normal", "BackendSwitched",
             "switched to backend kubernetes: the Temporal schedule was deleted", now=now,
         )  # fmt: skip
 
-    async def finalize(self, sj: ScheduledJob, now: datetime) -> None:
+    async def finalize(self, p: Pass) -> None:
+        """The object is being deleted: its schedules go, then the finalizer. Temporal's
+        own errors become Retry, with what cannot be done yet (the deletion waits)."""
+        try:
+            await self._remove_all(p.sj, p.now)
+        except TemporalUnavailable as error:
+            raise Retry(f"cannot delete the Temporal schedule yet, retrying: {error}") from None
+        except TemporalRejected as error:
+            message = f"cannot delete the Temporal schedule, retrying: {error}"
+            raise Retry(message, error.reason) from None
+
+    async def _remove_all(self, sj: ScheduledJob, now: datetime) -> None:
         """Delete every schedule Sundial made for the object (where status says it made
         one, and where it would make one now), then let go of the object."""
         ref = self.connections.ref_of(sj)
         current = MadeSchedule(ref, schedule_id(self.config.schedule_id_prefix, *_key(sj)))
-        previous = _previous_schedule(sj.status.backend_ref, ref)
+        previous = previous_schedule(sj.status.backend_ref, ref)
         for made in [current] if previous is None else [previous, current]:
-            if made is current and previous is not None and _same_place(previous, current):
+            if made is current and previous is not None and same_place(previous, current):
                 continue
-            await self._remove_made(sj, made, now, moving=False)
+            await self._removal.remove(sj, made, now, moving=False)
         self.forget(_key(sj))
         await self._set_finalizer(sj, present=False)
 
@@ -473,7 +384,7 @@ class TemporalBackend:
         after someone removed it: without it, deleting the object would leave the schedule
         firing for ever. Returns the object as it now is. (Called only for an object not
         being deleted, and confirmed to exist.)"""
-        made = _previous_schedule(sj.status.backend_ref, self.connections.ref_of(sj))
+        made = previous_schedule(sj.status.backend_ref, self.connections.ref_of(sj))
         if made is None or TEMPORAL_FINALIZER in sj.metadata.finalizers:
             return sj
         await self._set_finalizer(sj, present=True)
@@ -488,98 +399,6 @@ class TemporalBackend:
             update={"metadata": sj.metadata.model_copy(update={"finalizers": finalizers})}
         )
 
-    async def _remove_made(
-        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
-    ) -> None:
-        """Delete one schedule Sundial made for `sj`, over the connection it was made with
-        (as last read, if the connection or its Secrets are gone meanwhile)."""
-        connection = await self._reach_made(sj, made, now, moving=moving)
-        if connection is not None:
-            await self._delete_made(sj, made, connection, now, moving=moving)
-
-    async def _reach_made(
-        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
-    ) -> Connection | None:
-        """The connection `made` was made over, if a schedule Sundial made for `sj` is
-        there; None if none is, or if Sundial gave up on it (ABANDON_ANNOTATION)."""
-        try:
-            resolved = await self.connections.resolve(sj, made.ref, deleting=True)
-            connection = replace(
-                resolved.connection,
-                address=made.address or resolved.connection.address,
-                namespace=made.namespace or resolved.connection.namespace,
-            )
-            description = await self.temporal.describe(connection, made.schedule_id)
-        except (SpecProblem, TemporalRejected, Retry) as error:
-            # (Retry: the connection cannot be read, say its namespace's Role is gone, and
-            # was not read since the operator started.)
-            await self._unreachable(sj, made, error, now, moving=moving)
-            return None
-        if description is None:
-            return None
-        if not await _made_for(sj, description):
-            log.info("left Temporal schedule %s alone: not made for %s/%s",
-                     made.describe(), *_key(sj))  # fmt: skip
-            return None
-        return connection
-
-    async def _delete_made(
-        self,
-        sj: ScheduledJob,
-        made: MadeSchedule,
-        connection: Connection,
-        now: datetime,
-        *,
-        moving: bool,
-        moved_to: str = "",
-    ) -> None:
-        try:
-            await self.temporal.delete(connection, made.schedule_id)
-        except (TemporalRejected, TemporalUnavailable) as error:
-            await self._unreachable(sj, made, error, now, moving=moving)
-            return
-        log.info("deleted Temporal schedule %s", made.describe())
-        if moving:
-            await self.events.record(
-                sj, "Normal", "ScheduleMoved",
-                f"deleted Temporal schedule {made.describe()}: the connection or schedule id "
-                f"changed, and {moved_to or 'the new place'} accepted the schedule first",
-                now=now,
-            )  # fmt: skip
-
-    async def _unreachable(
-        self,
-        sj: ScheduledJob,
-        made: MadeSchedule,
-        error: SpecProblem | TemporalRejected | Retry,
-        now: datetime,
-        *,
-        moving: bool,
-    ) -> None:
-        """A schedule Sundial made cannot be looked at or deleted: given up on, with a
-        Warning Event, if ABANDON_ANNOTATION says so; else raised (an outage or a refused
-        read of the connection as it is, retried with backoff; anything else as
-        ScheduleUnreachable)."""
-        if sj.metadata.annotations.get(ABANDON_ANNOTATION) == "true":
-            await self.events.record(
-                sj, "Warning", "ScheduleAbandoned",
-                f"gave up on Temporal schedule {made.describe()} ({ABANDON_ANNOTATION}): "
-                f"{error}; if it still exists, delete it by hand", now=now,
-            )  # fmt: skip
-            return
-        if isinstance(error, Retry):
-            raise error  # transient: retried with backoff, nothing is given up
-        message = error.message if isinstance(error, SpecProblem) else str(error)
-        verb = "moved" if moving else "deleted"
-        raise SpecProblem(
-            reasons.SCHEDULE_UNREACHABLE,
-            f"the Temporal schedule {made.describe()} must be deleted before this "
-            f"ScheduledJob can be {verb}, and cannot be: {message}. Restore the "
-            f"connection, or delete the schedule by hand and `kubectl annotate "
-            f"scheduledjob {sj.metadata.name} {ABANDON_ANNOTATION}=true`",
-            retry_after=30.0,
-        ) from None
-
     async def _create(
         self, sj: ScheduledJob, prepared: Prepared, schedule: Schedule, spec_hash: str
     ) -> bool:
@@ -589,7 +408,7 @@ class TemporalBackend:
         if TEMPORAL_FINALIZER not in sj.metadata.finalizers:
             await self._set_finalizer(sj, present=True)
         return await self.temporal.create(
-            prepared.connection, prepared.schedule_id, schedule, _memo(sj, spec_hash)
+            prepared.connection, prepared.schedule_id, schedule, memo(sj, spec_hash)
         )
 
     async def _upsert(
@@ -602,7 +421,7 @@ class TemporalBackend:
         made = False
         if description is None:
             made = await self._create(sj, prepared, schedule, spec_hash)
-            description = await self._describe(connection, identity)
+            description = await self.temporal.describe_present(connection, identity)
             if made:
                 log.info("created Temporal schedule %s", identity)
             else:
@@ -613,7 +432,7 @@ class TemporalBackend:
                     made = await self._create(sj, prepared, schedule, spec_hash)
                     if not made:
                         raise TemporalUnavailable(f"schedule {identity} reappeared at once")
-                    description = await self._describe(connection, identity)
+                    description = await self.temporal.describe_present(connection, identity)
         if not made and (
             sj.status.spec_hash != spec_hash
             or sj.status.backend_fingerprint != schedule_fingerprint(description)
@@ -626,7 +445,7 @@ class TemporalBackend:
                 )  # fmt: skip
             await self.temporal.update(connection, identity, schedule, keep_state=True)
             log.info("updated Temporal schedule %s", identity)
-            description = await self._describe(connection, identity)
+            description = await self.temporal.describe_present(connection, identity)
         # suspend pauses with Sundial's note, taking over a pause made by hand (so setting
         # suspend true and back to false clears it, as the PausedInTemporal advice says);
         # lifting it lifts only Sundial's own pause, never one by hand or pause-on-failure.
@@ -634,7 +453,7 @@ class TemporalBackend:
         wanted_note = suspend_note(sj.spec)
         if sj.spec.suspend and not (state.paused and state.note == wanted_note):
             await self.temporal.set_paused(connection, identity, True, wanted_note)
-            description = await self._describe(connection, identity)
+            description = await self.temporal.describe_present(connection, identity)
         elif (
             not sj.spec.suspend
             and state.paused
@@ -647,40 +466,8 @@ class TemporalBackend:
         ):
             resumed = READMITTED_NOTE if is_revoked_note(state.note) else RESUME_NOTE
             await self.temporal.set_paused(connection, identity, False, resumed)
-            description = await self._describe(connection, identity)
+            description = await self.temporal.describe_present(connection, identity)
         return description, spec_hash
-
-    async def _describe(self, connection: Connection, identity: str) -> ScheduleDescription:
-        description = await self.temporal.describe(connection, identity)
-        if description is None:
-            raise TemporalUnavailable(f"schedule {identity} vanished while being written")
-        return description
-
-    @staticmethod
-    def _judge(
-        sj: ScheduledJob, table: Timetable, description: ScheduleDescription, now: datetime
-    ) -> Judgement:
-        info = description.info
-        counters = TemporalCounters(
-            missed_catchup_window=info.num_actions_missed_catchup_window,
-            overlap_skipped=info.num_actions_skipped_overlap,
-            buffer_dropped=description.raw_description.info.buffer_dropped,
-        )
-        accounting = start_accounting(
-            sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at,
-            keep_counters=sj.status.backend == "temporal",
-        )  # fmt: skip
-        if accounting.temporal_counters is None:
-            # A fresh start: what the counters held before is not this schedule's news.
-            accounting = accounting.model_copy(update={"temporal_counters": counters})
-        evidence = TemporalEvidence(
-            counters=counters,
-            recent_scheduled=[a.scheduled_at for a in info.recent_actions],
-            recent_started=[a.started_at for a in info.recent_actions],
-            paused=description.schedule.state.paused,
-            jitter=jitter(sj.spec),
-        )
-        return judge_temporal(table, accounting, evidence, now)
 
     async def _set_finalizer(self, sj: ScheduledJob, *, present: bool) -> None:
         finalizers = [f for f in sj.metadata.finalizers if f != TEMPORAL_FINALIZER]
@@ -721,52 +508,5 @@ def temporal_lane(body: dict[str, Any] | None, default_connection: str) -> Hasha
     return connection_key(ref.get("kind", CONNECTION_KIND), ref["name"], namespace)
 
 
-def _keeps_running(previous: MadeSchedule) -> str:
-    return (
-        f"the Temporal schedule {previous.describe()} keeps running until the new "
-        "connection accepts the schedule"
-    )
-
-
 def _key(sj: ScheduledJob) -> Key:
     return (sj.metadata.namespace, sj.metadata.name)
-
-
-def _previous_schedule(ref: BackendRef | None, current: ConnectionRef) -> MadeSchedule | None:
-    """The schedule status says Sundial made (a status from before connections were
-    recorded names none: it was made over the connection in use now)."""
-    if ref is None or ref.kind != "TemporalSchedule" or not ref.schedule_id:
-        return None
-    return MadeSchedule(ref.connection or current, ref.schedule_id, ref.address, ref.namespace)
-
-
-def _same_place(a: MadeSchedule, b: MadeSchedule) -> bool:
-    """Unknown parts (None) are taken as equal: only a known difference is a move."""
-    return (
-        a.ref == b.ref
-        and a.schedule_id == b.schedule_id
-        and (a.address is None or b.address is None or a.address == b.address)
-        and (a.namespace is None or b.namespace is None or a.namespace == b.namespace)
-    )
-
-
-async def _made_for(sj: ScheduledJob, description: ScheduleDescription) -> bool:
-    """Sundial created this schedule for this object: its memo names the object (and its
-    uid; a schedule from before uids were written names only the object)."""
-    try:
-        memo = await description.memo()
-    except Exception:  # a memo Sundial cannot decode is not Sundial's
-        return False
-    if memo.get(SCHEDULEDJOB_MEMO_KEY) != "/".join(_key(sj)):
-        return False
-    uid = memo.get(SCHEDULEDJOB_UID_MEMO_KEY)
-    return uid is None or uid == sj.metadata.uid
-
-
-def _memo(sj: ScheduledJob, spec_hash: str) -> dict[str, str]:
-    """What marks a schedule as made by Sundial for this object (read by _made_for)."""
-    return {
-        SPEC_HASH_MEMO_KEY: spec_hash,
-        SCHEDULEDJOB_MEMO_KEY: "/".join(_key(sj)),
-        SCHEDULEDJOB_UID_MEMO_KEY: sj.metadata.uid,
-    }

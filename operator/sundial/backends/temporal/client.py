@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.api.enums.v1 import schedule_pb2 as enums_pb
 from temporalio.api.schedule.v1 import message_pb2 as schedule_pb
 from temporalio.api.workflowservice.v1 import request_response_pb2 as workflowservice_pb
@@ -30,14 +28,25 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from sundial.api import reasons
-from sundial.errors import Retry
+from sundial.backends.temporal.digests import Listed, listed_schedule
+from sundial.backends.temporal.limits import (
+    BREAKER_BASE_SECONDS,
+    BREAKER_MAX_SECONDS,
+    Breaker,
+    RequestBudget,
+)
+from sundial.backends.temporal.refusals import (
+    REFUSED_AT_CONNECT,
+    REFUSED_CREDENTIALS,
+    UNAVAILABLE,
+    credentials_refused,
+    first_line,
+    is_tls_refusal,
+    refusal_message,
+)
+from sundial.errors import TemporalRejected, TemporalUnavailable
 
 RPC_TIMEOUT = timedelta(seconds=10)
-# Statuses of a schedule's action whose run has not been seen to end.
-NOT_SEEN_ENDED = (
-    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED,
-    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING,
-)
 # Schedules per page of a listing (the server's own maximum is 1000).
 LIST_PAGE = 1000
 CONNECT_TIMEOUT = 10.0
@@ -45,34 +54,6 @@ CONNECT_TIMEOUT = 10.0
 # every connection in use runs every 10 s and each object is described every 5 minutes at
 # least, so only connections no object uses any more are ever this quiet.
 IDLE_SECONDS = 900.0
-_UNAVAILABLE = {
-    RPCStatusCode.UNAVAILABLE,
-    RPCStatusCode.DEADLINE_EXCEEDED,
-    RPCStatusCode.CANCELLED,
-    RPCStatusCode.UNKNOWN,
-    RPCStatusCode.RESOURCE_EXHAUSTED,
-    RPCStatusCode.INTERNAL,
-}
-
-
-class TemporalUnavailable(Retry):
-    """Temporal could not be reached; the message names the address, never a credential."""
-
-
-class TemporalRejected(Exception):
-    """Temporal refused the request itself (INVALID_ARGUMENT and the like, or the
-    credentials): a spec or connection problem. `reason` is the Ready reason."""
-
-    def __init__(self, message: str, reason: str = reasons.TEMPORAL_REJECTED) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-# The credentials were refused: the connection's Secret, not the ScheduledJob, is wrong.
-_REFUSED_CREDENTIALS = {
-    RPCStatusCode.UNAUTHENTICATED: reasons.UNAUTHENTICATED,
-    RPCStatusCode.PERMISSION_DENIED: reasons.PERMISSION_DENIED,
-}
 
 
 @dataclass(frozen=True)
@@ -91,120 +72,6 @@ class Connection:
 
     def describe(self) -> str:
         return f"{self.address} (namespace {self.namespace})"
-
-
-class RequestBudget:
-    """A token bucket shared by every Temporal call: the operator's request rate stays
-    bounded however many ScheduledJobs it has."""
-
-    def __init__(
-        self,
-        per_second: float,
-        burst: int | None = None,
-        on_request: Callable[[str], None] | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.per_second = per_second
-        self._on_request = on_request
-        self.capacity = float(burst or max(1, int(per_second)))
-        self._tokens = self.capacity
-        self._clock = clock
-        self._sleep = sleep
-        self._updated = clock()
-        self._lock = asyncio.Lock()
-
-    async def take(self, operation: str = "") -> None:
-        async with self._lock:
-            while True:
-                now = self._clock()
-                self._tokens = min(
-                    self.capacity, self._tokens + (now - self._updated) * self.per_second
-                )
-                self._updated = now
-                # Within rounding of a whole token is one: otherwise a clock whose float
-                # cannot move by the last sliver (far from its epoch) never gets there.
-                if self._tokens >= 1 - 1e-9:
-                    self._tokens = max(0.0, self._tokens - 1)
-                    if self._on_request is not None:
-                        self._on_request(operation)
-                    return
-                await self._sleep((1 - self._tokens) / self.per_second)
-
-
-def schedule_fingerprint(description: ScheduleDescription) -> str:
-    """A hash of the schedule as the server holds it (spec, action, policies), without its
-    pause state: the server rewrites cron strings, so this is compared with the same
-    hash taken right after Sundial's own last write, never with the desired spec."""
-    schedule = type(description.raw_description.schedule)()
-    schedule.CopyFrom(description.raw_description.schedule)
-    schedule.ClearField("state")
-    return hashlib.sha256(schedule.SerializeToString(deterministic=True)).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A listed schedule: `digest` changes when anything its ScheduledJob reports could
-    (a run started or seen ended, a pause or note, the spec or workflow type), not with
-    the future action times; `newest_action` is the nominal time of the latest action,
-    `jitter` the spec's."""
-
-    digest: int
-    newest_action: datetime | None
-    jitter: timedelta
-
-
-def _listed(info: schedule_pb.ScheduleListInfo) -> Listed:
-    actions = info.recent_actions
-    return Listed(
-        digest=_digest(info.paused, info.notes, info.workflow_type.name, info.spec, actions),
-        newest_action=actions[-1].schedule_time.ToDatetime(tzinfo=UTC) if actions else None,
-        jitter=info.spec.jitter.ToTimedelta(),
-    )
-
-
-def description_digest(description: ScheduleDescription) -> int:
-    """`Listed.digest` from what describe returned: the server builds the list entry from
-    the same state (its spec less the time zone data, the tail of the recent actions), so
-    a pass can say what it saw."""
-    raw = description.raw_description
-    spec = schedule_pb.ScheduleSpec()
-    spec.CopyFrom(raw.schedule.spec)
-    spec.ClearField("timezone_data")
-    state = raw.schedule.state
-    workflow_type = raw.schedule.action.start_workflow.workflow_type.name
-    return _digest(state.paused, state.notes, workflow_type, spec, raw.info.recent_actions)
-
-
-def _digest(
-    paused: bool,
-    notes: str,
-    workflow_type: str,
-    spec: schedule_pb.ScheduleSpec,
-    actions: Sequence[schedule_pb.ScheduleActionResult],
-) -> int:
-    # The newest action (a run started), and the newest seen ended: both lists end the same.
-    newest = actions[-1].SerializeToString(deterministic=True) if actions else None
-    ended = [a for a in actions if a.start_workflow_status not in NOT_SEEN_ENDED]
-    newest_ended = ended[-1].SerializeToString(deterministic=True) if ended else None
-    spec_bytes = spec.SerializeToString(deterministic=True)
-    return hash((paused, notes, workflow_type, spec_bytes, newest, newest_ended))
-
-
-@dataclass
-class _Breaker:
-    """One connection's recent failures: while open, its calls fail at once instead of
-    each holding a worker for the connect timeout."""
-
-    failures: int = 0
-    open_until: float = 0.0
-    last_error: str = ""
-
-
-# Backoff of an open breaker: 2 s, doubling per consecutive failure, at most a minute.
-BREAKER_BASE_SECONDS = 2.0
-BREAKER_MAX_SECONDS = 60.0
 
 
 class Temporal:
@@ -233,7 +100,7 @@ class Temporal:
         self._connecting: dict[Connection, asyncio.Lock] = {}
         self._in_flight: dict[Connection, asyncio.Semaphore] = {}
         self._at_address: dict[str, asyncio.Semaphore] = {}
-        self._breakers: dict[Connection, _Breaker] = {}
+        self._breakers: dict[Connection, Breaker] = {}
         # When each connection's last call began, and its calls under way: a connection
         # no object uses any more (its namespace deleted, its object moved) is dropped
         # after IDLE_SECONDS, client, breaker and all (issue 25.13: they stayed for ever).
@@ -297,20 +164,22 @@ class Temporal:
                     api_key=connection.api_key,
                 )
         except RPCError as error:
-            if error.status in _REFUSED_CREDENTIALS:
-                raise _credentials_refused(
-                    connection, _first_line(error), _REFUSED_CREDENTIALS[error.status]
+            if error.status in REFUSED_CREDENTIALS:
+                raise credentials_refused(
+                    connection.describe(), first_line(error), REFUSED_CREDENTIALS[error.status]
                 ) from None
             raise TemporalUnavailable(
-                f"cannot connect to Temporal at {connection.describe()}: {_first_line(error)}"
+                f"cannot connect to Temporal at {connection.describe()}: {first_line(error)}"
             ) from None
         except (RuntimeError, OSError, TimeoutError) as error:
-            text = _first_line(error)
+            text = first_line(error)
             # The SDK reports a status refused at connect (its first call) as text.
-            for code, reason in _REFUSED_AT_CONNECT.items():
+            for code, reason in REFUSED_AT_CONNECT.items():
                 if code in text:
-                    raise _credentials_refused(connection, _refusal_message(text), reason) from None
-            if _is_tls_refusal(text):
+                    raise credentials_refused(
+                        connection.describe(), refusal_message(text), reason
+                    ) from None
+            if is_tls_refusal(text):
                 raise TemporalRejected(
                     f"TLS with Temporal at {connection.describe()} failed: {text}",
                     reasons.TLS_HANDSHAKE_FAILED,
@@ -341,7 +210,7 @@ class Temporal:
     async def _call_on(
         self, connection: Connection, operation: str, what: str
     ) -> AsyncIterator[Client]:
-        breaker = self._breakers.setdefault(connection, _Breaker())
+        breaker = self._breakers.setdefault(connection, Breaker())
         self._fail_fast(connection, breaker)
         in_flight = self._in_flight.setdefault(connection, asyncio.Semaphore(self.per_connection))
         async with in_flight:
@@ -358,10 +227,10 @@ class Temporal:
                 self._trip(breaker, str(error))
                 raise
             except RPCError as error:
-                if error.status in _UNAVAILABLE:
+                if error.status in UNAVAILABLE:
                     message = (
                         f"Temporal at {connection.describe()} is unavailable ({what}): "
-                        f"{_first_line(error)}"
+                        f"{first_line(error)}"
                     )
                     self._trip(breaker, message)
                     raise TemporalUnavailable(message) from None
@@ -370,11 +239,11 @@ class Temporal:
                     ("describe", "delete")
                 ):
                     raise  # the schedule is not there: the caller decides what that means
-                if error.status in _REFUSED_CREDENTIALS:
+                if error.status in REFUSED_CREDENTIALS:
                     raise TemporalRejected(
                         f"Temporal refused to {what} with the connection's credentials: "
                         f"{error.message}",
-                        _REFUSED_CREDENTIALS[error.status],
+                        REFUSED_CREDENTIALS[error.status],
                     ) from None
                 raise TemporalRejected(f"Temporal refused to {what}: {error.message}") from None
             except (ValueError, TypeError) as error:
@@ -383,7 +252,7 @@ class Temporal:
             else:
                 breaker.failures, breaker.open_until = 0, 0.0
 
-    def _fail_fast(self, connection: Connection, breaker: _Breaker) -> None:
+    def _fail_fast(self, connection: Connection, breaker: Breaker) -> None:
         wait = breaker.open_until - self._clock()
         if wait > 0:
             raise TemporalUnavailable(
@@ -391,7 +260,7 @@ class Temporal:
                 f"not trying again for {wait:.0f}s"
             )
 
-    def _trip(self, breaker: _Breaker, message: str) -> None:
+    def _trip(self, breaker: Breaker, message: str) -> None:
         breaker.failures += 1
         backoff = min(BREAKER_BASE_SECONDS * 2.0 ** (breaker.failures - 1), BREAKER_MAX_SECONDS)
         breaker.open_until = self._clock() + backoff
@@ -411,6 +280,15 @@ class Temporal:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise
+
+    async def describe_present(
+        self, connection: Connection, schedule_id: str
+    ) -> ScheduleDescription:
+        """describe() of a schedule just written: gone already is an outage to retry."""
+        description = await self.describe(connection, schedule_id)
+        if description is None:
+            raise TemporalUnavailable(f"schedule {schedule_id} vanished while being written")
+        return description
 
     async def create(
         self, connection: Connection, schedule_id: str, schedule: Schedule, memo: dict[str, str]
@@ -611,7 +489,7 @@ class Temporal:
                 )
             for entry in page.schedules:
                 if entry.schedule_id.startswith(prefix):
-                    listed[entry.schedule_id] = _listed(entry.info)
+                    listed[entry.schedule_id] = listed_schedule(entry.info)
             token = page.next_page_token
             if not token:
                 return listed
@@ -672,37 +550,3 @@ def _camel(kind: str) -> str:
         return kind
     words = kind.removesuffix("_info").split("_")
     return "".join(word.capitalize() for word in words)
-
-
-def _credentials_refused(connection: Connection, why: str, reason: str) -> TemporalRejected:
-    return TemporalRejected(
-        f"Temporal at {connection.describe()} refused the connection's credentials: {why}",
-        reason,
-    )
-
-
-# The gRPC status as the SDK's core writes it (tonic's code names) -> the Ready reason.
-_REFUSED_AT_CONNECT = {
-    "code: Unauthenticated": reasons.UNAUTHENTICATED,
-    "code: PermissionDenied": reasons.PERMISSION_DENIED,
-}
-
-
-def _refusal_message(text: str) -> str:
-    """The server's own words from the SDK's `Status { code: .., message: "..", .. }`."""
-    marker = 'message: "'
-    if marker in text:
-        return text.split(marker, 1)[1].split('"', 1)[0]
-    return text
-
-
-def _is_tls_refusal(text: str) -> bool:
-    """A connect error that is TLS refusing (a certificate the peer does not trust), not
-    the network: retrying cannot fix it, a corrected Secret can."""
-    lowered = text.lower()
-    return any(word in lowered for word in ("certificate", "tls handshake", "unknownissuer"))
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:300]

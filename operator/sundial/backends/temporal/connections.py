@@ -13,8 +13,9 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -40,6 +41,8 @@ MISSING_RETRY_SECONDS = 30.0
 ENTRY_IDLE_SECONDS = 900.0
 # Where the key of an apiKeySecretRef is, unless it says.
 API_KEY_DEFAULT_KEY = "apiKey"
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -105,11 +108,12 @@ class ConnectionResolver:
         """Drop entries no object asked for in ENTRY_IDLE_SECONDS, and labels older than
         a refresh period (a resolve calls it now and then)."""
         now = self._swept_at = self._clock()
-        for key in [k for k, at in self._used_at.items() if now - at >= ENTRY_IDLE_SECONDS]:
+        labels_read = {namespace: at for namespace, (at, _) in self._namespace_labels.items()}
+        idle, stale = to_forget(self._used_at, labels_read, now, self._refresh)
+        for key in idle:
             del self._used_at[key]
             self._entries.pop(key, None)
-        for namespace in [n for n, (at, _) in self._namespace_labels.items()
-                          if now - at >= self._refresh]:  # fmt: skip
+        for namespace in stale:
             del self._namespace_labels[namespace]
 
     def ref_of(self, sj: ScheduledJob) -> ConnectionRef:
@@ -127,11 +131,11 @@ class ConnectionResolver:
         set order, before its ScheduledJobs' finalizers have run)."""
         ref = ref or self.ref_of(sj)
         key = connection_key(ref.kind, ref.name, sj.metadata.namespace)
-        if self._clock() - self._swept_at >= min(self._refresh, ENTRY_IDLE_SECONDS):
+        if sweep_due(self._swept_at, self._clock(), self._refresh):
             self.sweep()
         self._used_at[key] = self._clock()
         entry = self._entries.get(key)
-        if entry is None or self._clock() - entry.read_at >= self._refresh:
+        if entry is None or read_again(entry.read_at, self._clock(), self._refresh):
             try:
                 entry = await self._read(sj, ref, key)
             except (SpecProblem, Retry):
@@ -243,7 +247,7 @@ class ConnectionResolver:
 
     async def _labels(self, namespace: str) -> dict[str, str]:
         cached = self._namespace_labels.get(namespace)
-        if cached is not None and self._clock() - cached[0] < self._refresh:
+        if cached is not None and not read_again(cached[0], self._clock(), self._refresh):
             return cached[1]
         try:
             labels = await self._kube.namespace_labels(namespace)
@@ -251,6 +255,29 @@ class ConnectionResolver:
             raise api_retry(error, f"reading namespace {namespace}") from None
         self._namespace_labels[namespace] = (self._clock(), labels)
         return labels
+
+
+def read_again(read_at: float, now: float, refresh: float) -> bool:
+    """Whether what was read at `read_at` (a connection and its Secrets, a namespace's
+    labels) is read again: once a refresh period has passed."""
+    return now - read_at >= refresh
+
+
+def sweep_due(swept_at: float, now: float, refresh: float) -> bool:
+    """Whether a resolve at `now` sweeps first: a refresh period (at most
+    ENTRY_IDLE_SECONDS) after the last sweep."""
+    return now - swept_at >= min(refresh, ENTRY_IDLE_SECONDS)
+
+
+def to_forget(
+    used_at: Mapping[K, float], labels_read_at: Mapping[str, float], now: float, refresh: float
+) -> tuple[list[K], list[str]]:
+    """What a sweep at `now` drops: the entries no object asked for in ENTRY_IDLE_SECONDS
+    (`used_at`: when each was last asked for), and the namespaces' labels read a refresh
+    period ago or more (read again when next needed, if ever: a deleted namespace's go)."""
+    idle = [key for key, at in used_at.items() if now - at >= ENTRY_IDLE_SECONDS]
+    stale = [namespace for namespace, at in labels_read_at.items() if read_again(at, now, refresh)]
+    return idle, stale
 
 
 def connection_key(kind: str, name: str, namespace: str) -> tuple[str, str, str]:

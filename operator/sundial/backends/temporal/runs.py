@@ -11,14 +11,11 @@ from temporalio.client import ScheduleDescription
 
 from sundial.api.models import RequestStatus, ScheduledJob, ScheduledJobStatus
 from sundial.backends.temporal.client import (
-    NOT_SEEN_ENDED,
     Connection,
     ListedRun,
     Temporal,
-    TemporalRejected,
 )
-from sundial.backends.temporal.schedule import OVERLAP, run_now_overlap
-from sundial.errors import SpecProblem
+from sundial.backends.temporal.digests import NOT_SEEN_ENDED
 from sundial.planning import requests as rq
 from sundial.planning.runs import (
     ObservedRun,
@@ -27,8 +24,6 @@ from sundial.planning.runs import (
     unseen_actions,
     workflow_run,
 )
-from sundial.planning.schedule import Timetable
-from sundial.planning.temporal_schedule import RUN_NOW_WAITS
 
 # Executions looked up per pass (one describe each, two for a failed one): a backlog of
 # ended runs is worked off over passes, within the request budget.
@@ -190,67 +185,3 @@ async def observe_runs(
             failure_type=found.failure_type, failure_message=found.failure_message,
         ))  # fmt: skip
     return [replace(run, requested=requested.get(run.workflow_id or "")) for run in observed]
-
-
-async def handle_requests(
-    temporal: Temporal,
-    sj: ScheduledJob,
-    connection: Connection,
-    identity: str,
-    description: ScheduleDescription,
-    table: Timetable,
-    now: datetime,
-) -> list[RequestStatus]:
-    """Run-now (trigger) and backfill requests not yet settled. A run now never ends a
-    running run, as on kubernetes: under Forbid, Replace and CancelOther it waits while
-    one is going (the schedule's own policy would skip it, or terminate or cancel the
-    running one), and its trigger never cancels or terminates (`run_now_overlap`); a
-    backfill runs every slot of its range, one at a time unless the policy is Allow."""
-    entries, to_act = rq.open_requests(sj.metadata.annotations, sj.status.requests, table, now)
-    policy = sj.spec.concurrency_policy
-    for open_request in to_act:
-        request, entry, slots = open_request.request, open_request.entry, open_request.slots
-        request_id = rq.temporal_request_id(sj.metadata.uid, request)
-        # Runs the kubernetes backend started for this request before a switch of backend
-        # (status.requests keeps how many) are not started again: a request is acted on
-        # once, whichever backend runs its slots. Only the rest are Temporal's.
-        remaining = slots[entry.runs_started :]
-        if not remaining:
-            entries.append(entry.model_copy(update={
-                "outcome": "Done", "runs_requested": len(slots), "runs_started": len(slots),
-                "message": f"all {len(slots)} run(s) were started before the switch of backend",
-            }))  # fmt: skip
-            continue
-        before = (
-            f" (the first {entry.runs_started} started before the switch of backend)"
-            if entry.runs_started
-            else ""
-        )
-        if request.kind == "RunNow":
-            if policy in RUN_NOW_WAITS and description.info.running_actions:
-                entries.append(entry.model_copy(update={
-                    "message": "waiting for the running workflow to end "
-                               f"(concurrencyPolicy {policy})", "runs_requested": 1,
-                }))  # fmt: skip
-                continue
-            call = temporal.trigger(connection, identity, run_now_overlap(policy), request_id)
-            message = "triggered one run"
-        elif request.start is not None and request.end is not None:
-            overlap = OVERLAP["Allow" if policy == "Allow" else "BufferAll"]
-            # Temporal's backfill range takes its start in, as backfill_slots does.
-            start = remaining[0] if entry.runs_started else request.start
-            call = temporal.backfill(connection, identity, start, request.end, overlap, request_id)
-            message = f"handed {len(remaining)} slot(s) to Temporal's backfill{before}" + (
-                "" if policy == "Allow" else ", run one at a time"
-            )
-        else:
-            continue  # a backfill always has its range (parse_backfill)
-        try:
-            await call
-        except TemporalRejected as error:
-            raise SpecProblem(error.reason, str(error)) from None
-        entries.append(entry.model_copy(update={
-            "outcome": "Done", "message": message, "runs_requested": len(slots),
-            "runs_started": len(slots),
-        }))  # fmt: skip
-    return entries

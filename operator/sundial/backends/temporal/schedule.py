@@ -4,7 +4,7 @@ plain view status is built from."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio.client import (
     Schedule,
@@ -18,12 +18,20 @@ from temporalio.client import (
 )
 from temporalio.common import RetryPolicy
 
-from sundial.api.models import ConcurrencyPolicy, ScheduledJob, WorkflowSpec
-from sundial.planning.schedule import parse_duration
+from sundial.api.models import ConcurrencyPolicy, ScheduledJob, TemporalCounters, WorkflowSpec
+from sundial.planning.missed import (
+    Judgement,
+    TemporalEvidence,
+    judge_temporal,
+    start_accounting,
+    timetable_hash,
+)
+from sundial.planning.schedule import Timetable, jitter, parse_duration
 from sundial.planning.status import ScheduleView
 from sundial.planning.temporal_schedule import (
     DEFAULT_CATCHUP_WINDOW,
     SPEC_HASH_MEMO_KEY,
+    SWITCH_NOTE,
     definition_hash,
     desired_definition,
     suspend_note,
@@ -119,7 +127,36 @@ def schedule_view(description: ScheduleDescription) -> ScheduleView:
     return ScheduleView(
         paused=state.paused,
         note=state.note,
+        held_for_switch=state.paused and state.note == SWITCH_NOTE,
         scheduled=[action.scheduled_at for action in info.recent_actions],
         running=len(info.running_actions),
         next_action_times=list(info.next_action_times),
     )
+
+
+def judge(
+    sj: ScheduledJob, table: Timetable, description: ScheduleDescription, now: datetime
+) -> Judgement:
+    """The schedule's slots since the watermark judged by what describe() shows: its
+    counters of missed and skipped actions, its recent actions, its pause."""
+    info = description.info
+    counters = TemporalCounters(
+        missed_catchup_window=info.num_actions_missed_catchup_window,
+        overlap_skipped=info.num_actions_skipped_overlap,
+        buffer_dropped=description.raw_description.info.buffer_dropped,
+    )
+    accounting = start_accounting(
+        sj.status.run_accounting, timetable_hash(sj.spec), now, since=info.created_at,
+        keep_counters=sj.status.backend == "temporal",
+    )  # fmt: skip
+    if accounting.temporal_counters is None:
+        # A fresh start: what the counters held before is not this schedule's news.
+        accounting = accounting.model_copy(update={"temporal_counters": counters})
+    evidence = TemporalEvidence(
+        counters=counters,
+        recent_scheduled=[a.scheduled_at for a in info.recent_actions],
+        recent_started=[a.started_at for a in info.recent_actions],
+        paused=description.schedule.state.paused,
+        jitter=jitter(sj.spec),
+    )
+    return judge_temporal(table, accounting, evidence, now)

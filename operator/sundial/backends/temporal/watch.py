@@ -22,13 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sundial.backend import Key
+from sundial.backends.protocol import Key
 from sundial.backends.temporal.client import (
     Connection,
     Temporal,
-    TemporalRejected,
-    TemporalUnavailable,
 )
+from sundial.errors import TemporalRejected, TemporalUnavailable
 from sundial.planning.missed import SETTLE
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ class ScheduleWatch:
 
     def track(self, key: Key, connection: Connection, schedule_id: str, seen: int) -> None:
         """After each pass: the object's schedule is at this connection under this id, and
-        the pass saw it as `seen` (temporal.description_digest)."""
+        the pass saw it as `seen` (digests.description_digest)."""
         if self._where.get(key) == (connection, schedule_id):
             self._connections[connection].seen[schedule_id] = seen
             return
