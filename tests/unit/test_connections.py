@@ -1,11 +1,21 @@
-"""Which connection a ScheduledJob's schedule is made over (connections.connection_ref)."""
+"""The Temporal connection resolver's pure decisions (backends/temporal/connections.py):
+which connection a ScheduledJob's schedule is made over (connection_ref), which resource a
+reference names (connection_key), and what is read again and forgotten when. Who may use a
+connection (admission) is planning/connection_policy.py's: test_connection_policy.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sundial.api.models import ConnectionRef, ScheduledJob
-from sundial.backends.temporal.connections import connection_ref
+from sundial.backends.temporal.connections import (
+    ENTRY_IDLE_SECONDS,
+    connection_key,
+    connection_ref,
+    read_again,
+    sweep_due,
+    to_forget,
+)
 
 DEFAULT = ConnectionRef(kind="ClusterTemporalConnection", name="default")
 TEAM = {"kind": "TemporalConnection", "name": "team"}
@@ -35,53 +45,42 @@ def test_leaving_temporal_the_schedule_is_where_status_says_it_was_made() -> Non
     assert connection_ref(scheduledjob({"backend": "kubernetes"}), DEFAULT) == DEFAULT
 
 
-class ConnectionsKube:
-    """The reads a resolver makes, answered: one ClusterTemporalConnection admitting all."""
+# ---- what the resolver keeps, and when it reads again (pure: `now` passed in) -----------------
+# The resolver itself against the real apiserver: tests/integration/test_connection_resolver.py.
 
-    async def read_sundial_object(self, plural: str, name: str, namespace: str | None = None
-                                  ) -> dict[str, Any] | None:  # fmt: skip
-        return {"spec": {"address": "temporal:7233", "namespace": "default",
-                         "namespaceSelector": {}}}  # fmt: skip
+CLUSTER = connection_key("ClusterTemporalConnection", "default", "gone")
 
-    async def namespace_labels(self, name: str) -> dict[str, str]:
-        return {"kubernetes.io/metadata.name": name}
+
+def test_the_cluster_connection_is_one_entry_for_every_namespace_a_namespaced_one_is_not() -> None:
+    assert connection_key("ClusterTemporalConnection", "default", "kept") == CLUSTER
+    team = connection_key("TemporalConnection", "team", "shop")
+    assert team != connection_key("TemporalConnection", "team", "other")
+
+
+def test_what_was_read_is_read_again_once_a_refresh_period_has_passed() -> None:
+    assert not read_again(1000.0, 1029.9, 30)
+    assert read_again(1000.0, 1030.0, 30)
+
+
+def test_a_resolve_sweeps_a_refresh_period_after_the_last_sweep_at_most_the_idle_time() -> None:
+    assert not sweep_due(1000.0, 1029.0, 30)
+    assert sweep_due(1000.0, 1030.0, 30)
+    assert sweep_due(1000.0, 1000.0 + ENTRY_IDLE_SECONDS, 10 * ENTRY_IDLE_SECONDS)
+    assert not sweep_due(1000.0, 999.0 + ENTRY_IDLE_SECONDS, 10 * ENTRY_IDLE_SECONDS)
 
 
 def test_connections_and_namespaces_no_object_asks_for_any_more_are_forgotten() -> None:
     """Issue 25.13: an entry per (connection, namespace) and each namespace's labels were
-    kept for ever, a deleted namespace's too."""
-    import asyncio
-    from typing import cast
-
-    from sundial.backends.temporal.connections import ENTRY_IDLE_SECONDS, ConnectionResolver
-    from sundial.kube import KubeClient
-
-    now = [1000.0]
-    resolver = ConnectionResolver(
-        cast(KubeClient, ConnectionsKube()), default_connection="default",
-        cluster_resource_namespace="sundial-system", refresh_seconds=30,
-        clock=lambda: now[0],
-    )  # fmt: skip
-
-    def in_namespace(namespace: str) -> ScheduledJob:
-        sj = scheduledjob({"backend": "temporal"})
-        return sj.model_copy(update={"metadata": sj.metadata.model_copy(
-            update={"namespace": namespace})})  # fmt: skip
-
-    async def scenario() -> tuple[int, int, int]:
-        for namespace in ("gone", "kept"):
-            await resolver.resolve(in_namespace(namespace))
-        both = resolver.held()
-        now[0] += ENTRY_IDLE_SECONDS / 2
-        await resolver.resolve(in_namespace("kept"))
-        now[0] += ENTRY_IDLE_SECONDS / 2 + 1
-        await resolver.resolve(in_namespace("kept"))  # a resolve sweeps now and then
-        after = resolver.held()
-        now[0] += ENTRY_IDLE_SECONDS + 1  # nobody asks any more: the entry goes too
-        resolver.sweep()
-        return both, after, resolver.held()
-
-    both, after, at_last = asyncio.run(scenario())
-    assert both == 3  # the cluster connection's entry, two namespaces' labels
-    assert after == 2  # "gone"'s labels went
-    assert at_last == 0
+    kept for ever, a deleted namespace's too. Objects in "gone" and "kept" resolved at
+    1000; "kept"'s again at the middle of the idle time and at its end."""
+    middle = 1000.0 + ENTRY_IDLE_SECONDS / 2
+    end = middle + ENTRY_IDLE_SECONDS / 2 + 1
+    # The sweep at the end: the entry was asked for at the middle, the labels read then.
+    idle, stale = to_forget({CLUSTER: middle}, {"gone": 1000.0, "kept": middle}, end, 30)
+    assert idle == []
+    assert sorted(stale) == ["gone", "kept"]  # "kept"'s are read again by its resolve
+    # Nobody asks any more: the entry goes too, and the labels read at the end.
+    later = end + ENTRY_IDLE_SECONDS + 1
+    assert to_forget({CLUSTER: end}, {"kept": end}, later, 30) == ([CLUSTER], ["kept"])
+    # Asked for within the idle time, read within the refresh period: kept.
+    assert to_forget({CLUSTER: end}, {"kept": end}, end + 29, 30) == ([], [])
