@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterable, Collection
 from typing import Any
 
-from sundial.backend import Key
+from sundial.backends.protocol import Key
 from sundial.health import Health
 from sundial.kube import ApiException, KubeClient, api_error_message
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
@@ -49,12 +50,9 @@ async def relist(
             selector = share.text or None
         started = time.monotonic()
         listed: set[Key] = set()
-        scopes = [[ns] for ns in namespaces if ns not in refused] if namespaces else [[]]
-        for scope in scopes:
+        for scope in scopes(namespaces, refused):
             try:
-                # A page at a time: the cache keeps only what it needs of each object.
-                async for page in kube.list_pages(kind, scope, selector):
-                    await _take_page(cache, kind, page, listed)
+                await take_pages(cache, kind, kube.list_pages(kind, scope, selector), listed)
             except ApiException as error:
                 if not scope or error.status not in (403, 404):
                     raise
@@ -68,6 +66,23 @@ async def relist(
                     "others are listed", namespace, refusal.status,
                     api_error_message(refusal))  # fmt: skip
     return touched
+
+
+def scopes(namespaces: list[str], refused: Collection[str]) -> list[list[str]]:
+    """The listings of one kind: one per watched namespace (SUNDIAL_NAMESPACES) but those
+    refused already by this re-list (asked once per re-list, not once per kind), or one
+    of every namespace when none are named."""
+    return [[ns] for ns in namespaces if ns not in refused] if namespaces else [[]]
+
+
+async def take_pages(
+    cache: WatchCache, kind: str, pages: AsyncIterable[list[dict[str, Any]]], listed: set[Key]
+) -> None:
+    """A listing into the cache a page at a time: each page is in the cache (which keeps
+    only what it needs of each object) before the next is asked for, so the whole listing
+    is never held at once; `listed` gathers the keys seen."""
+    async for page in pages:
+        await _take_page(cache, kind, page, listed)
 
 
 async def _take_page(

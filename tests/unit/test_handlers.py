@@ -14,8 +14,7 @@ import pytest
 from kopf._core.actions.invocation import invoke
 
 import sundial.handlers
-from kube_doubles import QuietKube
-from sundial.backend import Key
+from sundial.backends.protocol import Key
 from sundial.planning.selector import parse_selector
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
@@ -163,117 +162,8 @@ def test_owned_objects_of_scheduledjobs_not_served_here_queue_nothing() -> None:
     assert asyncio.run(scenario()).threads == []
 
 
-class EchoingServer(QuietKube):
-    """The API for one kubernetes-backed ScheduledJob whose CronJob is in place: a status
-    patch is stored and answered with the object as written, whose watch event then
-    comes back to the handler."""
-
-    def __init__(self, sj: dict[str, Any]) -> None:
-        self.sj = sj
-        self.status_writes = 0
-
-    async def patch_scheduledjob_status(
-        self, namespace: str, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any]:
-        self.status_writes += 1
-        version = int(self.sj["metadata"]["resourceVersion"]) + 1
-        self.sj = {**self.sj, "metadata": {**self.sj["metadata"], "resourceVersion": str(version)},
-                   "status": {**(self.sj.get("status") or {}), **patch}}  # fmt: skip
-        return self.sj
-
-    async def read_scheduledjob(self, *_: object) -> dict[str, Any]:
-        return self.sj
-
-    async def read_cronjob(self, *_: object) -> None:
-        return None
-
-    async def apply_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": "50",
-                                         "generation": 1, "uid": "c1"}}  # fmt: skip
-
-
-INVOICES = {
-    "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-    "metadata": {"name": "invoices", "namespace": "shop", "uid": "u1",
-                 "resourceVersion": "3", "generation": 1},
-    "spec": {"schedule": "* * * * *", "timeZone": "UTC", "job": {"image": "app:1"}},
-}  # fmt: skip
-
-
-def _serving(server: EchoingServer) -> tuple[Any, kopf.Memo]:
-    """A Reconciler over `server` and the memo its event handler sees (queue: RecordingQueue)."""
-    from sundial.backends.kubernetes.backend import KubernetesBackend
-    from sundial.events import EventRecorder
-    from sundial.metrics import Metrics
-    from sundial.reconcile import Reconciler
-
-    cache = WatchCache()
-    cache.put_scheduledjob(server.sj)
-    kube: Any = server
-    events = EventRecorder(kube)
-    reconciler = Reconciler(
-        kube=kube, cache=cache, events=events, metrics=Metrics(),
-        kubernetes=KubernetesBackend(kube=kube, cache=cache, events=events),
-        temporal=None,  # type: ignore[arg-type]
-    )  # fmt: skip
-    memo = kopf.Memo(cache=cache, queue=RecordingQueue(), selector=parse_selector(""),
-                     reconciler=reconciler)  # fmt: skip
-    return reconciler, memo
-
-
-def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_does() -> None:
-    """The pass that wrote a status saw everything it says: its watch event queues nothing
-    (otherwise every write is two passes). The same event with someone's change does."""
-    server = EchoingServer(INVOICES)
-
-    async def scenario() -> tuple[RecordingQueue, int]:
-        reconciler, memo = _serving(server)
-        await reconciler(("shop", "invoices"))
-        assert server.status_writes == 1
-        assert reconciler.remembered_statuses() == 1
-        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", server.sj)
-        # The cache shows the write now: no second copy of the status is kept.
-        assert reconciler.remembered_statuses() == 0
-        quiet = len(memo.queue.threads)
-        requested = {**server.sj, "metadata": {
-            **server.sj["metadata"], "annotations": {"sundial.dev/run-now": "a"}}}  # fmt: skip
-        await _event(_handler("scheduledjob_event"), memo, "MODIFIED", requested)
-        return memo.queue, quiet
-
-    queue, queued_for_the_echo = asyncio.run(scenario())
-    assert queued_for_the_echo == 0
-    assert len(queue.threads) == 1, "an annotation edit at the written version is news"
-
-
-def test_the_echo_of_a_status_write_arriving_before_its_answer_needs_no_pass() -> None:
-    """Under load the watch event of a status write often comes before the write's own
-    answer: the pass had not yet remembered the version, so the echo queued a second pass
-    (for a temporal-backed object, a second describe per slot)."""
-
-    class EventFirstServer(EchoingServer):
-        """The watch event of each status write is delivered before its answer."""
-
-        memo: kopf.Memo | None = None
-
-        async def patch_scheduledjob_status(
-            self, namespace: str, name: str, patch: dict[str, Any]
-        ) -> dict[str, Any]:
-            written = await super().patch_scheduledjob_status(namespace, name, patch)
-            assert self.memo is not None
-            await _event(_handler("scheduledjob_event"), self.memo, "MODIFIED", written)
-            return written
-
-    server = EventFirstServer(INVOICES)
-
-    async def scenario() -> RecordingQueue:
-        reconciler, server.memo = _serving(server)
-        await reconciler(("shop", "invoices"))
-        assert server.status_writes == 1
-        queue: RecordingQueue = server.memo.queue
-        return queue
-
-    queue = asyncio.run(scenario())
-    assert queue.threads == [], "the echo of the write in flight queued a pass"
+# Sundial's own status write coming back, before or after its answer, needs no pass (the
+# Reconciler's write against the real apiserver): tests/integration/test_status_echo.py.
 
 
 def test_the_finalizer_sundial_set_coming_back_needs_no_pass_but_a_status_by_someone_does() -> None:
@@ -350,21 +240,21 @@ def test_kopf_builds_no_diff_base_for_sundials_events(monkeypatch: pytest.Monkey
     assert copies
 
 
+async def pages_of(*pages: list[dict[str, Any]]) -> AsyncIterator[list[dict[str, Any]]]:
+    """A listing's pages, as KubeClient.list_pages yields them."""
+    for page in pages:
+        yield page
+
+
 def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batches() -> None:
     """Putting thousands of listed objects in the cache at a go held the event loop for a
     tenth of a second and more: watch events and the lag sampler waited behind it."""
-    from sundial.relist import RELIST_BATCH, relist
+    from sundial.relist import RELIST_BATCH, take_pages
 
-    class Listing(QuietKube):
-        async def list_pages(self, kind: str, *_: object) -> AsyncIterator[list[dict[str, Any]]]:
-            if kind == "scheduledjobs":
-                yield [
-                    {"metadata": {"name": f"sj-{i}", "namespace": "shop",
-                                  "resourceVersion": str(i + 1)}}
-                    for i in range(2000)
-                ]  # fmt: skip
+    page = [{"metadata": {"name": f"sj-{i}", "namespace": "shop", "resourceVersion": str(i + 1)}}
+            for i in range(2000)]  # fmt: skip
 
-    async def scenario() -> tuple[int, int]:
+    async def scenario() -> tuple[int, int, int]:
         turns = 0
 
         async def turning() -> None:
@@ -376,71 +266,43 @@ def test_a_relist_of_thousands_of_objects_lets_the_event_loop_turn_between_batch
         ticker = asyncio.create_task(turning())
         await asyncio.sleep(0)
         cache = WatchCache()
-        kube: Any = Listing()
-        await relist(kube, cache, [], parse_selector(""))
+        listed: set[Key] = set()
+        await take_pages(cache, "scheduledjobs", pages_of(page), listed)
         ticker.cancel()
-        return turns, len(cache.scheduledjob_keys())
+        return turns, len(cache.scheduledjob_keys()), len(listed)
 
-    turns, cached = asyncio.run(scenario())
-    assert cached == 2000
+    turns, cached, listed = asyncio.run(scenario())
+    assert cached == listed == 2000
     assert turns >= 2000 // RELIST_BATCH
 
 
 def test_a_relist_takes_a_page_into_the_cache_before_it_asks_for_the_next() -> None:
     """The whole listing held at once (every object with its managedFields) raised the
     operator's memory by some 70 MiB every ten minutes at 5,000 objects."""
-    from sundial.relist import relist
+    from sundial.relist import take_pages
 
     cache = WatchCache()
     cached_when_asked: list[int] = []
 
-    class Paging(QuietKube):
-        async def list_pages(self, kind: str, *_: object) -> AsyncIterator[list[dict[str, Any]]]:
-            if kind != "scheduledjobs":
-                return
-            for page in range(4):
-                cached_when_asked.append(len(cache.scheduledjob_keys()))
-                yield [{"metadata": {"name": f"sj-{page}-{i}", "namespace": "shop",
-                                     "resourceVersion": str(page * 1000 + i + 1)}}
-                       for i in range(500)]  # fmt: skip
+    async def paging() -> AsyncIterator[list[dict[str, Any]]]:
+        for page in range(4):
+            cached_when_asked.append(len(cache.scheduledjob_keys()))
+            yield [{"metadata": {"name": f"sj-{page}-{i}", "namespace": "shop",
+                                 "resourceVersion": str(page * 1000 + i + 1)}}
+                   for i in range(500)]  # fmt: skip
 
-    kube: Any = Paging()
-    asyncio.run(relist(kube, cache, [], parse_selector("")))
+    asyncio.run(take_pages(cache, "scheduledjobs", paging(), set()))
     assert cached_when_asked == [0, 500, 1000, 1500]
     assert len(cache.scheduledjob_keys()) == 2000
 
 
-def test_a_namespace_the_apiserver_refuses_does_not_stop_the_listing_of_the_others() -> None:
-    """Issue 25.5: deleting a watched namespace takes the operator's Role there along, and
-    its listings are refused (403) from then on; that failed the whole re-list, and the
-    start-up listing for good. The others are listed still, what the cache holds of the
-    refused one is left as it was, and only all of them refused is a failed listing."""
-    from sundial.kube import ApiException
-    from sundial.relist import relist
+def test_a_namespace_refused_in_a_relist_is_asked_once_not_once_per_kind() -> None:
+    """Issue 25.5: the listings of each kind leave out the namespaces the apiserver
+    refused earlier in the same re-list (relist.scopes). The refusals themselves, from
+    the real apiserver's RBAC: tests/integration/test_relist_refusals.py."""
+    from sundial.relist import scopes
 
-    asked: list[tuple[str, list[str]]] = []
-
-    class Refusing(QuietKube):
-        async def list_pages(
-            self, kind: str, namespaces: list[str], *_: object
-        ) -> AsyncIterator[list[dict[str, Any]]]:
-            asked.append((kind, namespaces))
-            if "gone" in namespaces:
-                raise ApiException(status=403, reason="Forbidden")
-            if kind == "scheduledjobs":
-                yield [{"metadata": {"name": "fresh", "namespace": ns, "resourceVersion": "5"}}
-                       for ns in namespaces]  # fmt: skip
-
-    cache = WatchCache()
-    for name, ns, version in (("old", "gone", "1"), ("stale", "kept", "2")):
-        cache.put_scheduledjob(
-            {"metadata": {"name": name, "namespace": ns, "resourceVersion": version}}
-        )
-    kube: Any = Refusing()
-    touched = asyncio.run(relist(kube, cache, ["gone", "kept"], parse_selector("")))
-    assert sorted(cache.scheduledjob_keys()) == [("gone", "old"), ("kept", "fresh")]
-    assert touched == [("kept", "stale")]
-    # The refused namespace is asked once per listing, not once per kind.
-    assert [ns for kind, ns in asked if "gone" in ns] == [["gone"]]
-    with pytest.raises(ApiException):
-        asyncio.run(relist(kube, cache, ["gone"], parse_selector("")))
+    assert scopes(["gone", "kept"], {}) == [["gone"], ["kept"]]
+    assert scopes(["gone", "kept"], {"gone"}) == [["kept"]]
+    assert scopes(["gone"], {"gone"}) == []
+    assert scopes([], {}) == [[]], "no namespaces named: one listing of all of them"
