@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sundial import plugin
+from sundial import plugin, timeline
 
 
 def scheduledjob(zone: str) -> dict[str, Any]:
@@ -139,8 +139,8 @@ def test_list_draws_a_row_of_cells_per_object_and_the_legend_once() -> None:
 
 def test_list_in_colour_lines_up_as_without() -> None:
     objs = [with_runs("nightly"), with_runs("weekly", "ops")]
-    plain = plugin.table(objs, NOW, plugin.timeline.PLAIN, namespaces=False)
-    coloured = plugin.table(objs, NOW, plugin.timeline.COLOUR, namespaces=False)
+    plain = plugin.table(objs, NOW, timeline.PLAIN, namespaces=False)
+    coloured = plugin.table(objs, NOW, timeline.COLOUR, namespaces=False)
     assert any("\x1b[" in row for row in coloured)
     assert [ANSI.sub("", row) for row in coloured] == plain
     assert not plain[0].startswith("NAMESPACE")
