@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import get_args
 
 import yaml
 
 from sundial.api import reasons
+from sundial.api.status_models import MissReason, RunResult
 
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = REPO / "manifests/argocd/resource_customizations/sundial.dev/ScheduledJob/testdata"
@@ -41,7 +43,9 @@ def test_no_module_spells_a_condition_reason_out() -> None:
         if path.name == "reasons.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in reasons.CONDITION_REASONS - {
+            if isinstance(node, ast.Constant) and node.value in (
+                reasons.CONDITION_REASONS | reasons.RUN_REASONS
+            ) - {
                 reasons.READY  # also a condition type, and a printer column's text
             }:
                 spelled.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value}")
@@ -68,3 +72,45 @@ def test_a_refused_request_is_retried_with_the_refusals_reason() -> None:
     assert api_retry(refused(401), "x").reason == reasons.UNAUTHORIZED
     assert api_retry(refused(503), "x").reason == reasons.BACKEND_UNAVAILABLE
     assert api_retry(ApiException(status=0), "x").reason == reasons.BACKEND_UNAVAILABLE
+
+
+def _asserted_reasons(tree: ast.AST) -> set[tuple[int, str]]:
+    """The strings a test compares a `reason` (item or attribute) with."""
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        names_reason = any(
+            (isinstance(side, ast.Subscript) and isinstance(side.slice, ast.Constant)
+             and side.slice.value == "reason")
+            or (isinstance(side, ast.Attribute) and side.attr == "reason")
+            for side in sides
+        )  # fmt: skip
+        if names_reason:
+            found |= {
+                (side.lineno, side.value)
+                for side in sides
+                if isinstance(side, ast.Constant) and isinstance(side.value, str)
+            }
+    return found
+
+
+def test_every_condition_reason_a_test_asserts_is_a_named_one() -> None:
+    """The tests read conditions as a user does, by the reason's text; each text they
+    expect of a condition is one api/reasons.py names (a renamed reason breaks the API,
+    and these tests, not silently)."""
+    named = (
+        reasons.CONDITION_REASONS
+        | reasons.RUN_REASONS
+        | set(get_args(MissReason))  # a missed or skipped run's reason
+        | set(get_args(RunResult))  # a run's result
+        | {"SuccessfulCreate"}  # the CronJob controller's own Event, not Sundial's
+    )
+    unnamed = [
+        f"{path.relative_to(REPO)}:{line} {value}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        for line, value in _asserted_reasons(ast.parse(path.read_text()))
+        if value not in named
+    ]
+    assert not unnamed, unnamed

@@ -60,6 +60,7 @@ RAN_ON_TIME: Final = "RanOnTime"
 # ---- RunsFailing -----------------------------------------------------------------------
 NO_FAILURES: Final = "NoFailures"
 CONSECUTIVE_FAILURES: Final = "ConsecutiveFailures"
+BELOW_THRESHOLD: Final = "BelowThreshold"
 RECOVERED: Final = "Recovered"
 
 # ---- RunTooLong ------------------------------------------------------------------------
@@ -73,7 +74,14 @@ WAITING_FOR_RUNNING_JOB: Final = "WaitingForRunningJob"
 SWITCHED: Final = "Switched"
 
 CONDITION_REASONS: Final = READY_REASONS | {
-    NO_MISSED_RUNS, RAN_ON_TIME, NO_FAILURES, CONSECUTIVE_FAILURES, RECOVERED,
+    NO_MISSED_RUNS, RAN_ON_TIME, NO_FAILURES, CONSECUTIVE_FAILURES, BELOW_THRESHOLD, RECOVERED,
     WITHIN_MAX_RUN_DURATION, RUNNING_TOO_LONG, LAST_RUN_TOO_LONG, SWITCH_PENDING,
     WAITING_FOR_RUNNING_JOB, SWITCHED,
 }  # fmt: skip
+
+# ---- A run's own reason (recentRuns[].reason), beside the Job's or the workflow's -------
+# The run outlived spec.maxRunDuration (result TimedOut).
+MAX_RUN_DURATION_EXCEEDED: Final = "MaxRunDurationExceeded"
+# Its Job went before any pass saw it end (result Unknown: never guessed).
+NOT_OBSERVED: Final = "NotObserved"
+RUN_REASONS: Final = frozenset({MAX_RUN_DURATION_EXCEEDED, NOT_OBSERVED})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sundial.api import reasons
 from sundial.api.models import (
     CountedRun,
     MonitoringSpec,
@@ -30,7 +31,6 @@ from sundial.planning.missed import JobRecord
 from sundial.planning.schedule import parse_duration, parse_time
 
 DEFAULT_START_GRACE = timedelta(seconds=60)
-MAX_RUN_DURATION_EXCEEDED = "MaxRunDurationExceeded"
 FAILED_RESULTS: frozenset[RunResult] = frozenset({"Failed", "TimedOut"})
 MESSAGE_LIMIT = 1024
 # Ended runs remembered as counted: more than a backend shows again (the Jobs the history
@@ -143,7 +143,7 @@ def record(
     ran = (end or now) - start if start is not None else None
     limit = limits.max_run_duration
     if limit is not None and ran is not None and ran > limit and result in ("Running", "Succeeded"):
-        result, reason = "TimedOut", MAX_RUN_DURATION_EXCEEDED
+        result, reason = "TimedOut", reasons.MAX_RUN_DURATION_EXCEEDED
         verb = "ran" if end is not None else "has been running"
         message = f"{verb} longer than monitoring.maxRunDuration ({limit.total_seconds():g}s)"
     return RecentRun(
@@ -196,7 +196,7 @@ def run_history(
                 runs[key] = run.model_copy(
                     update={
                         "result": "Unknown",
-                        "reason": "NotObserved",
+                        "reason": reasons.NOT_OBSERVED,
                         "message": "its Job was gone before Sundial saw it end",
                     }
                 )

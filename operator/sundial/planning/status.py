@@ -204,7 +204,7 @@ def runs_failing(
                         f"{limits.recovery_threshold})")  # fmt: skip
         return old
     if failures:
-        return make("False", "BelowThreshold",
+        return make("False", reasons.BELOW_THRESHOLD,
                     f"{failures} run(s) in a row failed, fewer than failureThreshold "
                     f"{limits.failure_threshold}")  # fmt: skip
     return (
@@ -244,7 +244,7 @@ def run_too_long(
             "False", reasons.WITHIN_MAX_RUN_DURATION, f"no run has taken longer than {limit}"
         )
     latest = max(ended, key=lambda r: r.completion_time or r.scheduled_time)
-    if latest.reason == "MaxRunDurationExceeded":
+    if latest.reason == reasons.MAX_RUN_DURATION_EXCEEDED:
         took = f"{latest.duration_seconds:g}s"
         return make("True", reasons.LAST_RUN_TOO_LONG,
                     f"the run scheduled for {iso(latest.scheduled_time)} took {took}, longer "
