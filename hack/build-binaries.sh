@@ -85,7 +85,7 @@ build_promtool() {
   echo ">> building promtool $release (module $promtool_version) into $promtool_bin (first time only: 2-5 minutes)" >&2
   # A directory and log of its own: a test may ask for promtool alone while another builds all.
   mkdir -p "$(dirname "$promtool_bin")"
-  partial=$(mktemp -d "$promtool_bin.partial.XXXXXX")
+  partial=$(mktemp -d "$promtool_bin.partial.XXXXXX") && chmod 755 "$partial"
   build_with_progress "$partial.log" 900 \
     bash -c 'cd "$1" && shift && exec "$@"' _ "$here/promtool" \
     "$go" build -v -trimpath \
