@@ -1,18 +1,16 @@
 """The kubernetes backend's look beyond the watch cache (issue 25): after an outage of the
 controller manager that the operator did not watch (it was down too), and for a Forbid skip
 whose times round to the slot, the controller's Events and the Jobs the API keeps decide the
-slots, as the pure judge says."""
+slots, as the pure judge says, given what the backend gathers (planning/cronjob_evidence)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
-from sundial.backends.kubernetes.backend import KubernetesBackend
-from sundial.backends.protocol import Pass
-from sundial.planning.missed import timetable_hash
+from sundial.planning.cronjob_evidence import accounting, beyond_cache, cache_evidence, running
+from sundial.planning.missed import judge_kubernetes, timetable_hash
 from sundial.watchcache import WatchCache
 
 M0 = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
@@ -76,38 +74,41 @@ def running_job(slot: datetime, late: float, ended: datetime | None = None) -> d
     }  # fmt: skip
 
 
-class TheApi:
-    """What the apiserver keeps beyond the watch cache: the Jobs, the controller's Events."""
-
-    def __init__(self, jobs: list[dict[str, Any]], messages: list[str]) -> None:
-        self.jobs, self.messages = jobs, messages
-
-    async def list_all(self, *_: object) -> list[dict[str, Any]]:
-        return self.jobs
-
-    async def cronjob_event_messages(self, *_: object) -> list[str]:
-        return self.messages
-
-    async def list_pods(self, *_: object) -> list[dict[str, Any]]:
-        return []
-
-
 def judged(
     messages: list[str],
     jobs: list[dict[str, Any]] | None = None,
     policy: str = "Allow",
     watching_since: datetime = RESTART,
+    *,
+    cached: list[dict[str, Any]] | None = None,
+    seen_then_gone: tuple[dict[str, Any], ...] = (),
 ) -> list[tuple[datetime, str]]:
-    jobs = jobs or [running_job(M0, late=1), running_job(M2, late=20)]
+    """The slots judged as the kubernetes backend judges them: by the watch cache (holding
+    `cached`, by default the `jobs`, and having seen `seen_then_gone` made and deleted) and
+    the live CronJob; a slot that looks missed there is judged again with what the API
+    keeps beyond the cache (`jobs` listed, the controller's Event `messages`)."""
+    jobs = jobs if jobs is not None else [running_job(M0, late=1), running_job(M2, late=20)]
     cache = WatchCache()
     cache.watching_since = watching_since  # the restart's listing
-    cache.put_cronjob(cronjob(policy))
-    for job in jobs:
+    cache.put_scheduledjob(scheduledjob().model_dump(by_alias=True, mode="json"))
+    for job in [*seen_then_gone, *(jobs if cached is None else cached)]:
         cache.put_job(job)
-    backend = KubernetesBackend(kube=TheApi(jobs, messages), cache=cache, events=None)  # type: ignore[arg-type]
-    outcome = asyncio.run(backend.judge_running(Pass(OWNER, scheduledjob(), NOW)))
-    assert outcome is not None
-    return [(run.scheduled_time, run.reason) for run in outcome.new_runs]
+    for job in seen_then_gone:
+        cache.remove_job(job)
+    live = cronjob(policy)
+    found = running(scheduledjob(), live)
+    assert found is not None
+    sj, table = found
+    accounting_ = accounting(sj, live, NOW)
+    by_cache = cache_evidence(
+        sj, live, cache.jobs(OWNER), cache.seen_slots(OWNER), cache.watching_since
+    )
+    judgement = judge_kubernetes(table, sj.spec, accounting_, by_cache, NOW)
+    if judgement.needs_confirmation:
+        assert judgement.new_runs == []  # no miss by the cache alone
+        confirmed = beyond_cache(by_cache, "invoices", jobs, messages)
+        judgement = judge_kubernetes(table, sj.spec, accounting_, confirmed, NOW)
+    return [(run.scheduled_time, run.reason) for run in judgement.new_runs]
 
 
 def test_the_slot_the_controller_never_started_is_missed_by_its_own_events() -> None:
@@ -144,3 +145,19 @@ def test_a_forbid_skip_the_controller_reported_is_not_a_miss_when_the_times_roun
     ]
     watched = M0 - timedelta(minutes=5)
     assert judged(messages, jobs, "Forbid", watched) == [(M1, "OverlapSkipped")]
+
+
+def test_a_run_only_the_listing_shows_running_across_a_forbid_slot_makes_it_a_skip() -> None:
+    """The watch missed the 10:00 Job (a gap); listed beyond the cache, it ran until 10:01:30,
+    across 10:01, under Forbid: 10:01 was skipped for overlap, though no Event says so."""
+    jobs = [running_job(M0, late=1, ended=M1 + timedelta(seconds=30)), running_job(M2, late=1)]
+    messages = [f"Created job invoices-{minutes(M2)}"]
+    watched = M0 - timedelta(minutes=5)
+    assert judged(messages, jobs, "Forbid", watched, cached=jobs[1:]) == [(M1, "OverlapSkipped")]
+
+
+def test_a_slot_whose_job_the_watch_saw_made_ran_though_the_job_is_gone() -> None:
+    """The 10:01 Job was seen made and then deleted (a TTL of seconds): neither the listing
+    nor the controller's Events name it any more, and the slot still ran."""
+    gone = running_job(M1, late=1, ended=M1 + timedelta(seconds=5))
+    assert judged([], watching_since=M0 - timedelta(minutes=5), seen_then_gone=(gone,)) == []

@@ -1,5 +1,6 @@
 """Issue 14.7: while a spec change cannot be applied, the CronJob already in place keeps
-running, so its slots keep being judged: fixing the spec after days floods no misses."""
+running, so its slots keep being judged: fixing the spec after days floods no misses. Judged
+with what the kubernetes backend gathers (planning/cronjob_evidence), `now` passed in."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubernetes import client
+
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
 from sundial.backends.kubernetes.backend import KubernetesBackend
-from sundial.backends.protocol import Pass
-from sundial.planning.missed import timetable_hash
+from sundial.events import EventRecorder
+from sundial.kube import KubeClient
+from sundial.planning.cronjob_evidence import accounting, beyond_cache, cache_evidence, running
+from sundial.planning.missed import Judgement, judge_kubernetes, timetable_hash
 from sundial.watchcache import WatchCache
 
 NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)
@@ -69,22 +74,26 @@ def job_for(slot: datetime) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class NothingMoreListed:
-    """What the API returns beyond the watch cache in these cases: no other Job, no Event
-    of the controller, no Pod. (The real listings are exercised against the apiserver.)"""
-
-    async def list_all(self, *_: object) -> list[dict[str, Any]]:
-        return []
-
-    async def cronjob_event_messages(self, *_: object) -> list[str]:
-        return []
-
-    async def list_pods(self, *_: object) -> list[dict[str, Any]]:
-        return []  # the Pods gone: the Job's own times stand
-
-
-def backend_for(cache: WatchCache) -> KubernetesBackend:
-    return KubernetesBackend(kube=NothingMoreListed(), cache=cache, events=None)  # type: ignore[arg-type]
+def judged_as_running(
+    cache: WatchCache, sj: ScheduledJob, live: dict[str, Any] | None
+) -> Judgement | None:
+    """The slots of the CronJob in place judged as the kubernetes backend judges them while
+    the spec is stuck: by the schedule that CronJob runs, from the watch cache; a slot that
+    looks missed there after a look beyond it that finds nothing more (no other Job, no
+    Event of the controller). None when nothing is in place to judge."""
+    found = running(sj, live)
+    if live is None or found is None:
+        return None
+    as_running, table = found
+    accounting_ = accounting(as_running, live, NOW)
+    evidence = cache_evidence(
+        as_running, live, cache.jobs(OWNER), cache.seen_slots(OWNER), cache.watching_since
+    )
+    judgement = judge_kubernetes(table, as_running.spec, accounting_, evidence, NOW)
+    if judgement.needs_confirmation:
+        evidence = beyond_cache(evidence, "invoices", [], [])
+        judgement = judge_kubernetes(table, as_running.spec, accounting_, evidence, NOW)
+    return judgement
 
 
 def at_watermark(sj: ScheduledJob, watermark: datetime) -> ScheduledJob:
@@ -97,24 +106,28 @@ def test_the_cronjob_in_place_is_judged_by_its_own_schedule_while_the_spec_is_st
     last_slot = NOW.replace(second=0)
     cache = WatchCache()
     cache.watching_since = STUCK_SINCE
-    cache.put_cronjob(running_cronjob("* * * * *", last_slot))
+    live = running_cronjob("* * * * *", last_slot)
     for minutes in range(0, 3):
         cache.put_job(job_for(last_slot - timedelta(minutes=minutes)))
     # The new spec changed the schedule too: the CronJob in place still runs the old one,
     # every minute, and its slots are judged by it (10:02 is no slot of */5).
     sj = at_watermark(scheduledjob("*/5 * * * *"), last_slot - timedelta(minutes=3))
-    outcome = asyncio.run(backend_for(cache).judge_running(Pass(OWNER, sj, NOW)))
-    assert outcome is not None
-    accounting = outcome.status.run_accounting
-    assert accounting is not None
-    assert accounting.accounted_until == last_slot
-    assert outcome.new_runs == []
+    judgement = judged_as_running(cache, sj, live)
+    assert judgement is not None
+    assert judgement.accounting is not None
+    assert judgement.accounting.accounted_until == last_slot
+    assert judgement.new_runs == []
 
 
-def test_nothing_is_judged_when_no_cronjob_is_in_place() -> None:
-    backend = backend_for(WatchCache())
-    outcome = asyncio.run(backend.judge_running(Pass(OWNER, scheduledjob("* * * * *"), NOW)))
-    assert outcome is None
+def test_nothing_is_judged_when_no_cronjob_of_this_object_is_in_place() -> None:
+    sj = scheduledjob("* * * * *")
+    assert judged_as_running(WatchCache(), sj, None) is None
+    live = running_cronjob("* * * * *", NOW.replace(second=0))
+    assert running(sj, live) is not None
+    deleting = {**live, "metadata": {**live["metadata"], "deletionTimestamp": iso(NOW)}}
+    assert running(sj, deleting) is None  # being deleted: inert
+    theirs = {**live, "metadata": {**live["metadata"], "ownerReferences": []}}
+    assert running(sj, theirs) is None  # not this object's runs
 
 
 def test_a_schedule_change_first_judges_the_old_schedule_up_to_the_change() -> None:
@@ -122,17 +135,30 @@ def test_a_schedule_change_first_judges_the_old_schedule_up_to_the_change() -> N
     cache = WatchCache()
     cache.watching_since = STUCK_SINCE
     last_slot = NOW.replace(second=0) - timedelta(minutes=3)
-    cache.put_cronjob(running_cronjob("* * * * *", last_slot))
+    live = running_cronjob("* * * * *", last_slot)
     cache.put_job(job_for(last_slot))
-    backend = backend_for(cache)
     sj = at_watermark(scheduledjob("*/5 * * * *"), last_slot)
-    before, carried = asyncio.run(backend.judge_before_change(OWNER, sj, NOW))
+    judgement = judged_as_running(cache, sj, live)
+    assert judgement is not None
     # 10:00 and 10:01 had no Job and are certain (the next slot passed); 10:02 is not yet.
-    assert [(r.scheduled_time, r.reason) for r in carried] == [
+    assert [(r.scheduled_time, r.reason) for r in judgement.new_runs] == [
         (last_slot + timedelta(minutes=1), "ControllerDown"),
         (last_slot + timedelta(minutes=2), "ControllerDown"),
     ]
-    assert before.status.missed_runs == 2
-    # Without a change of schedule there is nothing to judge first.
+
+
+def test_without_a_change_of_schedule_there_is_nothing_to_judge_first() -> None:
+    """judge_before_change asks nobody when the accounting is for the schedule in force:
+    the backend's client here reaches no server, and the CronJob in place is in the cache
+    (had it judged, it would have looked beyond the cache and failed)."""
+    cache = WatchCache()
+    cache.watching_since = STUCK_SINCE
+    last_slot = NOW.replace(second=0) - timedelta(minutes=3)
+    cache.put_cronjob(running_cronjob("* * * * *", last_slot))
+    nowhere = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    kube = KubeClient(nowhere)
+    backend = KubernetesBackend(kube=kube, cache=cache, events=EventRecorder(kube))
     unchanged = at_watermark(scheduledjob("* * * * *"), last_slot)
-    assert asyncio.run(backend.judge_before_change(OWNER, unchanged, NOW))[1] == []
+    before, carried = asyncio.run(backend.judge_before_change(OWNER, unchanged, NOW))
+    assert (before, carried) == (unchanged, [])
+    nowhere.close()

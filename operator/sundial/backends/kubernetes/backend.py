@@ -12,9 +12,7 @@ from sundial.api import reasons
 from sundial.api.models import (
     MissedRun,
     RequestStatus,
-    RunAccounting,
     ScheduledJob,
-    ScheduledJobSpec,
 )
 from sundial.backends.protocol import DAY_SEMANTICS_NOTE, Cache, ConfirmExists, Key, Outcome, Pass
 from sundial.errors import Retry, SpecProblem, api_retry
@@ -28,6 +26,7 @@ from sundial.kube import (
 )
 from sundial.ownwrites import OwnWrites
 from sundial.planning import cronjob as cj
+from sundial.planning import cronjob_evidence as evidence
 from sundial.planning import ownership
 from sundial.planning import requests as rq
 from sundial.planning import status as st
@@ -36,7 +35,6 @@ from sundial.planning.missed import (
     SETTLE,
     KubernetesEvidence,
     judge_kubernetes,
-    start_accounting,
     timetable_hash,
 )
 from sundial.planning.news import without_bookkeeping
@@ -49,11 +47,8 @@ from sundial.planning.runs import (
     run_history,
 )
 from sundial.planning.schedule import (
-    ScheduleError,
     Timetable,
     both_days_restricted,
-    parse_time,
-    timetable,
 )
 from sundial.planning.summaries import PodsEnded
 
@@ -198,15 +193,10 @@ class KubernetesBackend:
         it is fixed. None when there is no CronJob in place (nothing runs, nothing to judge).
         """
         live = self._live(key)
-        if live is None or live["metadata"].get("deletionTimestamp"):
-            return None
-        if not cj.is_owned_by(live, sj):
-            return None  # not Sundial's: its runs are not this object's to judge
-        running = sj.model_copy(update={"spec": running_spec(sj.spec, live["spec"])})
-        try:
-            table = timetable(running.spec)
-        except ScheduleError:
-            return None  # not a schedule Sundial wrote: nothing sound to judge by
+        found = evidence.running(sj, live)
+        if live is None or found is None:
+            return None  # none, one being deleted, not this object's, not Sundial's schedule
+        running, table = found
         return await self._judge(key, running, live, table, now, notes=[])
 
     async def _judge(
@@ -221,12 +211,12 @@ class KubernetesBackend:
         """Judge the slots by the watch cache; a slot that looks missed there is judged
         only after a look beyond it (one LIST of the Jobs, one of the controller's Events),
         so a watch gap never passes for a miss."""
-        accounting = self._accounting(sj, live, now)
-        evidence = self._evidence(key, sj, live)
-        judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
+        accounting = evidence.accounting(sj, live, now)
+        found = self._evidence(key, sj, live)
+        judgement = judge_kubernetes(table, sj.spec, accounting, found, now)
         if judgement.needs_confirmation:
-            evidence = await self._beyond_cache(sj, evidence)
-            judgement = judge_kubernetes(table, sj.spec, accounting, evidence, now)
+            found = await self._beyond_cache(sj, found)
+            judgement = judge_kubernetes(table, sj.spec, accounting, found, now)
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
         run_limits = limits(sj.spec)
@@ -272,30 +262,17 @@ class KubernetesBackend:
             raise api_retry(error, f"reading the Pods of Job {job_name}") from None
 
     async def _beyond_cache(
-        self, sj: ScheduledJob, evidence: KubernetesEvidence
+        self, sj: ScheduledJob, found: KubernetesEvidence
     ) -> KubernetesEvidence:
-        """The evidence with what the API still keeps: the owner's Jobs listed afresh, and
-        the CronJob controller's Events (kept an hour by default), which name the Jobs it
-        created, saw complete and deleted; a slot named there ran."""
+        """The evidence with what the API still keeps (cronjob_evidence.beyond_cache): the
+        owner's Jobs listed afresh, and the CronJob controller's Events."""
         namespace, name = sj.metadata.namespace, cj.cronjob_name(sj.metadata.name)
         try:
             jobs = await self.kube.list_all("jobs", [namespace], f"{cj.SCHEDULEDJOB_LABEL}={name}")
             messages = await self.kube.cronjob_event_messages(namespace, name)
         except ApiException as error:
             raise api_retry(error, "confirming missed runs") from None
-        # Requested runs (run now, backfill) are no slot's, here as in the cache.
-        listed = [r for r in map(job_record, jobs) if r is not None and r.requested is None]
-        said = cj.controller_events(name, messages)
-        merged = {job.name: job for job in evidence.jobs} | {job.name: job for job in listed}
-        return replace(
-            evidence,
-            jobs=list(merged.values()),
-            confirmed=True,
-            confirmed_slots=frozenset({job.scheduled_time for job in listed} | said.named),
-            created_events=said.created,
-            completed_events=said.completed,
-            overlap_skip_reported=said.overlap_skip,
-        )
+        return evidence.beyond_cache(found, name, jobs, messages)
 
     async def handle_requests(self, p: Pass, prepared: None) -> list[RequestStatus]:
         """Run-now and backfill requests not yet settled: one Job per run, named by the
@@ -432,25 +409,10 @@ class KubernetesBackend:
         )
         return same_spec and live["metadata"].get("generation") == written.get("generation")
 
-    @staticmethod
-    def _accounting(sj: ScheduledJob, live: dict[str, Any], now: datetime) -> RunAccounting:
-        return start_accounting(
-            sj.status.run_accounting, timetable_hash(sj.spec), now,
-            since=parse_time(live["metadata"].get("creationTimestamp")),
-        )  # fmt: skip
-
     def _evidence(self, key: Key, sj: ScheduledJob, live: dict[str, Any]) -> KubernetesEvidence:
-        observed = live.get("status") or {}
-        job_spec = live["spec"]["jobTemplate"].get("spec", {})
-        return KubernetesEvidence(
-            # Requested runs (run now, backfill) are no slot's: the judge never sees them.
-            jobs=[job for job in self.cache.jobs(key) if job.requested is None],
-            seen_slots=self.cache.seen_slots(key),
-            watching_since=self.cache.watching_since,
-            last_schedule_time=parse_time(observed.get("lastScheduleTime")),
-            successful_history_limit=sj.spec.successful_runs_history_limit,
-            failed_history_limit=sj.spec.failed_runs_history_limit,
-            ttl_seconds_after_finished=job_spec.get("ttlSecondsAfterFinished"),
+        """The watch cache's evidence and the live CronJob's (cronjob_evidence)."""
+        return evidence.cache_evidence(
+            sj, live, self.cache.jobs(key), self.cache.seen_slots(key), self.cache.watching_since
         )
 
 
@@ -463,23 +425,3 @@ def _write_refused(error: ApiException, doing: str) -> SpecProblem | Retry:
             f"the apiserver rejected the CronJob: {api_error_message(error)}",
         )
     return api_retry(error, f"{doing} the CronJob")
-
-
-def running_spec(spec: ScheduledJobSpec, cronjob_spec: dict[str, Any]) -> ScheduledJobSpec:
-    """The schedule part of `spec` as the CronJob in place really has it."""
-    return spec.model_copy(
-        update={
-            "backend": "kubernetes",
-            "schedule": cronjob_spec.get("schedule", spec.schedule),
-            "time_zone": cronjob_spec.get("timeZone", spec.time_zone),
-            "suspend": bool(cronjob_spec.get("suspend", False)),
-            "concurrency_policy": cronjob_spec.get("concurrencyPolicy", "Allow"),
-            "starting_deadline_seconds": cronjob_spec.get("startingDeadlineSeconds"),
-            "successful_runs_history_limit": cronjob_spec.get(
-                "successfulJobsHistoryLimit", spec.successful_runs_history_limit
-            ),
-            "failed_runs_history_limit": cronjob_spec.get(
-                "failedJobsHistoryLimit", spec.failed_runs_history_limit
-            ),
-        }
-    )
