@@ -223,9 +223,12 @@ class OperatorProcess:
     """`python -m sundial` against the stack, logging to a file a failing test names."""
 
     @classmethod
-    def on(cls, stack: Any, name: str, **settings: str) -> OperatorProcess:
+    def on(
+        cls, stack: Any, name: str, *, args: tuple[str, ...] = (), **settings: str
+    ) -> OperatorProcess:
         """An operator with the admin kubeconfig, DEBUG logs in `operator[-name].log`, its
-        own health and metrics ports; `settings` are more SUNDIAL_* variables."""
+        own health and metrics ports; `settings` are more SUNDIAL_* variables; `args`
+        after `python -m sundial` (("worker",): Sundial's worker)."""
         from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE
 
         env = {
@@ -236,18 +239,20 @@ class OperatorProcess:
             "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
             **{f"SUNDIAL_{key.upper()}": value for key, value in settings.items()},
         }
-        return cls(env, stack.log_dir / (f"operator-{name}.log" if name else "operator.log"))
+        log_file = stack.log_dir / (f"operator-{name}.log" if name else "operator.log")
+        return cls(env, log_file, args)
 
-    def __init__(self, env: dict[str, str], log_file: Path) -> None:
+    def __init__(self, env: dict[str, str], log_file: Path, args: tuple[str, ...] = ()) -> None:
         self.env = env
         self.log_file = log_file
+        self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_file.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sundial"],
+            [sys.executable, "-m", "sundial", *self.args],
             env={**os.environ, **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,

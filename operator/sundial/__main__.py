@@ -1,4 +1,5 @@
-"""`python -m sundial` / `sundial`: run the operator in the foreground.
+"""`python -m sundial` / `sundial`: run the operator in the foreground (`python -m sundial
+worker`: Sundial's worker instead, sundial/worker/).
 
 With leader election on, the replica first waits to lead, then runs kopf; losing the Lease
 stops kopf at once and exits non-zero, so the kubelet restarts the Pod as a fresh standby
@@ -51,6 +52,10 @@ def main() -> None:
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if sys.argv[1:2] == ["worker"]:
+        from sundial.worker.main import serve_worker
+
+        sys.exit(asyncio.run(serve_worker(config)))
     import sundial.handlers  # noqa: F401 - registers the kopf handlers
 
     sys.exit(asyncio.run(serve(config)))

@@ -110,6 +110,11 @@ class OperatorConfig(BaseModel):
         description="This replica's name in the Lease (the downward API's metadata.name); "
         "default: the host name and a random suffix.",
     )
+    worker_connections: list[str] = Field(
+        default_factory=list,
+        description="`sundial worker`: the ClusterTemporalConnections whose Sundial task queue "
+        "it serves (comma-separated); default: default_connection.",
+    )
     shutdown_grace_seconds: float = Field(
         default=20.0,
         ge=0,
@@ -131,7 +136,7 @@ class OperatorConfig(BaseModel):
             raw = environ.get(ENV_PREFIX + name.upper())
             if raw is None:
                 continue
-            if name == "namespaces":
+            if name in ("namespaces", "worker_connections"):
                 values[name] = [n.strip() for n in raw.split(",") if n.strip()]
             else:
                 values[name] = raw

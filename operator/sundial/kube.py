@@ -304,6 +304,17 @@ class KubeClient:
             raise
         return _json(response)
 
+    async def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a Job and its Pods (background propagation); gone already is done."""
+        try:
+            await self._request(
+                self._batch.delete_namespaced_job, name, namespace,
+                propagation_policy="Background",
+            )  # fmt: skip
+        except ApiException as error:
+            if not is_not_found(error):
+                raise
+
     async def set_job_ttl(self, namespace: str, name: str, seconds: int) -> None:
         await self._request(
             self._batch.patch_namespaced_job,

@@ -65,6 +65,7 @@ async def start(memo: kopf.Memo) -> None:
         # However many connections: half the workers always serve everything else.
         lanes_limit=max(1, config.workers // 2),
     )
+    metrics.watch_queue(queue.depth)
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".
     began = time.monotonic()
@@ -80,13 +81,7 @@ async def start(memo: kopf.Memo) -> None:
     events = EventRecorder(kube)
     budget = RequestBudget(config.temporal_requests_per_second, on_request=metrics.temporal_request)
     temporal = Temporal(budget, per_address=per_connection)
-    connections = ConnectionResolver(
-        kube,
-        default_connection=config.default_connection,
-        cluster_resource_namespace=config.cluster_resource_namespace,
-        refresh_seconds=config.connection_refresh_seconds,
-        on_replaced=temporal.forget,
-    )
+    connections = ConnectionResolver.from_config(kube, config, on_replaced=temporal.forget)
     watch = ScheduleWatch(
         temporal, queue.add_after, prefix=config.schedule_id_prefix,
         interval=config.temporal_list_seconds,
@@ -95,7 +90,7 @@ async def start(memo: kopf.Memo) -> None:
         KubernetesBackend(kube=kube, cache=cache, events=events),
         TemporalBackend(
             kube=kube, temporal=temporal, events=events, config=config,
-            connections=connections, watch=watch,
+            connections=connections, watch=watch, cache=cache,
         ),
     ])  # fmt: skip
     memo.reconciler = reconciler = Reconciler(

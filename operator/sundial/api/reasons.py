@@ -84,4 +84,8 @@ CONDITION_REASONS: Final = READY_REASONS | {
 MAX_RUN_DURATION_EXCEEDED: Final = "MaxRunDurationExceeded"
 # Its Job went before any pass saw it end (result Unknown: never guessed).
 NOT_OBSERVED: Final = "NotObserved"
-RUN_REASONS: Final = frozenset({MAX_RUN_DURATION_EXCEEDED, NOT_OBSERVED})
+# A job on temporal's run that Temporal started and no worker took up within
+# monitoring.startGrace (no Job made for it): is `sundial worker` running, serving its
+# connection?
+WORKER_UNAVAILABLE: Final = "WorkerUnavailable"
+RUN_REASONS: Final = frozenset({MAX_RUN_DURATION_EXCEEDED, NOT_OBSERVED, WORKER_UNAVAILABLE})

@@ -97,7 +97,9 @@ class IntervalSpec(ApiModel):
 
 
 class JobSpec(ApiModel):
-    """What runs on the kubernetes backend: a full template, or the shorthand fields."""
+    """The container job that runs, on either backend: a full template, or the shorthand
+    fields. On kubernetes a CronJob runs it; on temporal Sundial's worker makes the Job
+    when the schedule fires (docs/backends.md)."""
 
     template: dict[str, Any] | None = _preserve_unknown(
         "A full batch/v1 JobTemplateSpec (metadata and spec), copied into the CronJob. "
@@ -148,6 +150,12 @@ class JobSpec(ApiModel):
         "{type: RuntimeDefault}."
     )
     parallelism: int | None = Field(default=None, ge=1, description="Pods run in parallel.")
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="How long a run may take before it is stopped (the Job's "
+        "activeDeadlineSeconds; on temporal it also bounds the workflow that waits for it).",
+    )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
@@ -395,9 +403,15 @@ class ScheduledJobSpec(ApiModel):
     end_time: datetime | None = Field(
         default=None, description="No run after this time (temporal only)."
     )
-    job: JobSpec | None = Field(default=None, description="What runs on the kubernetes backend.")
+    job: JobSpec | None = Field(
+        default=None,
+        description="The container job that runs, on either backend (on temporal, Sundial's "
+        "worker runs it: no workflow of your own). Exactly one of job and workflow on "
+        "temporal.",
+    )
     workflow: WorkflowSpec | None = Field(
-        default=None, description="What runs on the temporal backend."
+        default=None,
+        description="Your own workflow, run by your own worker (temporal only; instead of job).",
     )
     monitoring: MonitoringSpec | None = Field(
         default=None,
@@ -424,8 +438,15 @@ class ScheduledJobSpec(ApiModel):
                     "backend: kubernetes needs spec.job (an image or a template)",
                 ),
                 _cel(
-                    "self.backend != 'temporal' || has(self.workflow)",
-                    "backend: temporal needs spec.workflow (type and taskQueue)",
+                    "self.backend != 'temporal' || has(self.workflow) != has(self.job)",
+                    "backend: temporal needs exactly one of spec.job (a container Sundial's "
+                    "worker runs) and spec.workflow (your own workflow type and taskQueue)",
+                ),
+                _cel(
+                    "self.backend == 'temporal' || !has(self.workflow)",
+                    "workflow is only supported with backend: temporal; on kubernetes set "
+                    "spec.job (a container)",
+                    fieldPath=".workflow",
                 ),
                 _cel(
                     "self.backend != 'temporal' || !has(self.startingDeadlineSeconds) || "

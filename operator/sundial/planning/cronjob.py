@@ -203,6 +203,8 @@ def _shorthand_job_template(job: JobSpec, labels: dict[str, str]) -> dict[str, A
     }
     if job.parallelism is not None:
         job_spec["parallelism"] = job.parallelism
+    if job.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = job.active_deadline_seconds
     return {"metadata": {"labels": dict(labels)}, "spec": job_spec}
 
 
@@ -221,7 +223,7 @@ def _full_job_template(template: dict[str, Any], labels: dict[str, str]) -> dict
 def job_template(sj: ScheduledJob) -> dict[str, Any]:
     job = sj.spec.job
     if job is None:
-        raise ValueError("backend kubernetes needs spec.job")
+        raise ValueError("a container job needs spec.job")
     labels = _labels(sj)
     if job.template is not None:
         rendered = _full_job_template(job.template, labels)
@@ -230,14 +232,14 @@ def job_template(sj: ScheduledJob) -> dict[str, Any]:
     job_name = {
         "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}
     }
-    _add_env(rendered, [
+    add_env(rendered, [
         {"name": RUN_ENV_JOB_NAME, "valueFrom": job_name},
         {"name": RUN_ENV_CRONJOB, "value": cronjob_name(sj.metadata.name)},
     ])  # fmt: skip
     return rendered
 
 
-def _add_env(job: dict[str, Any], added: list[dict[str, Any]]) -> None:
+def add_env(job: dict[str, Any], added: list[dict[str, Any]]) -> None:
     """Appends `added` to the env of each container of the Job (template) `job`, in place,
     but a name the container already sets: the user's own value stands."""
     pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -322,41 +324,55 @@ def spec_in_step(desired: dict[str, Any], live: dict[str, Any]) -> bool:
     return is_subset(desired["spec"], live.get("spec", {}))
 
 
-def requested_job(
-    cronjob: dict[str, Any], name: str, slot: datetime, request_label: str
+def job_from_template(
+    template: dict[str, Any],
+    name: str,
+    namespace: str,
+    slot: datetime,
+    owner: dict[str, Any],
+    annotations: dict[str, str],
 ) -> dict[str, Any]:
-    """A Job from the CronJob's template for a run somebody asked for (run now, backfill),
-    made as the CronJob controller makes its own: a controller owner reference to the
-    CronJob (so its history limits count it, and it goes with the CronJob) and the
-    scheduled-timestamp annotation (so it is a slot's run, marked by request_label); its
-    Pods are told the slot and the request (RUN_ENV_SLOT, RUN_ENV_REQUEST)."""
-    template = cronjob["spec"]["jobTemplate"]
+    """A Job made from a job template as the CronJob controller makes its own: the
+    template's labels, the scheduled-timestamp annotation (the slot it runs for) and
+    `annotations`, a controller owner reference (`owner`); its Pods are told the slot
+    (RUN_ENV_SLOT)."""
     meta = template.get("metadata") or {}
-    owner = cronjob["metadata"]
     scheduled = slot.astimezone(UTC).isoformat().replace("+00:00", "Z")
     job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": owner["namespace"],
+            "namespace": namespace,
             "labels": dict(meta.get("labels") or {}),
             "annotations": {
                 **(meta.get("annotations") or {}),
                 SCHEDULED_TIMESTAMP_ANNOTATION: scheduled,
-                REQUEST_ANNOTATION: request_label,
+                **annotations,
             },
-            "ownerReferences": [{
-                "apiVersion": "batch/v1", "kind": "CronJob", "name": owner["name"],
-                "uid": owner["uid"], "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [owner],
         },
         "spec": copy.deepcopy(template["spec"]),
-    }  # fmt: skip
-    _add_env(job, [
-        {"name": RUN_ENV_SLOT, "value": scheduled},
-        {"name": RUN_ENV_REQUEST, "value": request_label},
-    ])  # fmt: skip
+    }
+    add_env(job, [{"name": RUN_ENV_SLOT, "value": scheduled}])
+    return job
+
+
+def requested_job(
+    cronjob: dict[str, Any], name: str, slot: datetime, request_label: str
+) -> dict[str, Any]:
+    """A Job from the CronJob's template for a run somebody asked for (run now, backfill):
+    owned by the CronJob (so its history limits count it, and it goes with the CronJob),
+    a slot's run marked by request_label; its Pods are told the request too
+    (RUN_ENV_REQUEST)."""
+    owner = cronjob["metadata"]
+    job = job_from_template(
+        cronjob["spec"]["jobTemplate"], name, owner["namespace"], slot,
+        {"apiVersion": "batch/v1", "kind": "CronJob", "name": owner["name"],
+         "uid": owner["uid"], "controller": True, "blockOwnerDeletion": True},
+        {REQUEST_ANNOTATION: request_label},
+    )  # fmt: skip
+    add_env(job, [{"name": RUN_ENV_REQUEST, "value": request_label}])
     return job
 
 

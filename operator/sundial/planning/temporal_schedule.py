@@ -15,6 +15,7 @@ from sundial.api.models import (
     ScheduledJob,
     ScheduledJobSpec,
 )
+from sundial.planning.cronjob import job_template, spec_hash
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
 SCHEDULEDJOB_MEMO_KEY = f"{GROUP}/scheduledjob"
@@ -72,13 +73,62 @@ def schedule_id(prefix: str, namespace: str, name: str) -> str:
     return f"{prefix}{namespace}/{name}"
 
 
+# A container job on temporal (spec.job): the schedule starts Sundial's own workflow on
+# Sundial's task queue, whose worker (sundial.worker) makes the Job and waits for it.
+RUN_JOB_WORKFLOW = "sundial.RunJob"
+# Beyond the Job's own deadline, what a run may spend waiting for a worker and its Pod: the
+# workflow's execution timeout is the Job's activeDeadlineSeconds plus this, so neither
+# outlives the other (a workflow that times out deletes its Job).
+RUN_JOB_START_ALLOWANCE = timedelta(minutes=10)
+
+
+def worker_task_queue(prefix: str) -> str:
+    """Sundial's task queue, per installation as the schedule ids are (`<prefix>jobs`): a
+    worker never takes up a run of another cluster sharing the Temporal namespace."""
+    return f"{prefix}jobs"
+
+
+def job_reference(sj: ScheduledJob, job_hash: str) -> dict[str, str]:
+    """The run's input: which ScheduledJob (by uid too) and which version of its job, never
+    the pod template: the worker reads the job from the object itself."""
+    return {
+        "namespace": sj.metadata.namespace,
+        "name": sj.metadata.name,
+        "uid": sj.metadata.uid,
+        "jobHash": job_hash,
+    }
+
+
+def run_job_timeout(sj: ScheduledJob) -> timedelta | None:
+    """The RunJob workflow's execution timeout: the Job's deadline and the start allowance
+    (none without a deadline: the workflow lives as long as its Job)."""
+    job = sj.spec.job
+    deadline = None if job is None else job.active_deadline_seconds
+    if deadline is None and job is not None and job.template is not None:
+        deadline = (job.template.get("spec") or {}).get("activeDeadlineSeconds")
+    if deadline is None:
+        return None
+    return timedelta(seconds=int(deadline)) + RUN_JOB_START_ALLOWANCE
+
+
 def desired_definition(sj: ScheduledJob, prefix: str) -> dict[str, Any]:
     """Everything the Schedule is made of, as plain JSON: what the spec hash covers."""
     spec = sj.spec
     workflow = spec.workflow
-    if workflow is None:
-        raise ValueError("backend temporal needs spec.workflow")
+    if workflow is None and spec.job is None:
+        raise ValueError("backend temporal needs spec.workflow or spec.job")
     identity = schedule_id(prefix, sj.metadata.namespace, sj.metadata.name)
+    action: dict[str, Any]
+    if workflow is not None:
+        action = {"workflow": workflow.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    else:
+        job_hash = spec_hash(job_template(sj))
+        timeout = run_job_timeout(sj)
+        action = {"job": {
+            "workflowType": RUN_JOB_WORKFLOW, "taskQueue": worker_task_queue(prefix),
+            "input": job_reference(sj, job_hash),
+            "executionTimeoutSeconds": timeout.total_seconds() if timeout else None,
+        }}  # fmt: skip
     return {
         "id": identity,
         "cron": " ".join(spec.schedule.split()) if spec.schedule else None,
@@ -90,7 +140,7 @@ def desired_definition(sj: ScheduledJob, prefix: str) -> dict[str, Any]:
         "overlap": spec.concurrency_policy,
         "catchupWindowSeconds": spec.starting_deadline_seconds,
         "suspend": spec.suspend,
-        "workflow": workflow.model_dump(mode="json", by_alias=True, exclude_none=True),
+        **action,
     }
 
 

@@ -23,7 +23,14 @@ from sundial.api.models import (
     RequestStatus,
     ScheduledJob,
 )
-from sundial.backends.protocol import DAY_SEMANTICS_NOTE, ConfirmExists, Key, Outcome, Pass
+from sundial.backends.protocol import (
+    DAY_SEMANTICS_NOTE,
+    Cache,
+    ConfirmExists,
+    Key,
+    Outcome,
+    Pass,
+)
 from sundial.backends.temporal.client import (
     Connection,
     Temporal,
@@ -54,6 +61,7 @@ from sundial.planning.missed import (
     temporal_requeue,
 )
 from sundial.planning.ownership import Ownership
+from sundial.planning.run_job import with_jobs
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
@@ -100,6 +108,8 @@ class TemporalBackend:
     connections: ConnectionResolver
     # Wakes an object when the listing shows its schedule changed (None: no listing).
     watch: ScheduleWatch | None = None
+    # The watch cache: a job on temporal's Jobs and their Pods' times (None: not shown).
+    cache: Cache | None = None
     _removal: Removal = field(init=False)
     _revocations: Revocations = field(init=False)
 
@@ -230,6 +240,14 @@ class TemporalBackend:
         observed, seen_actions, unseen = await observe_all_runs(
             self.temporal, sj, prepared.connection, description
         )
+        if sj.spec.job is not None and self.cache is not None:
+            cache = self.cache
+            observed = with_jobs(
+                sj.metadata.name, observed,
+                lambda job: cache.pods_ended(sj.metadata.namespace, job),
+                made=set(cache.job_names(_key(sj))), start_grace=limits(sj.spec).start_grace,
+                now=now,
+            )  # fmt: skip
         history = run_history(
             sj.status, observed, limits(sj.spec), now, complete=False, unseen=unseen
         )

@@ -30,6 +30,7 @@ from sundial.api.connection_models import (
 )
 from sundial.api.models import ConnectionRef, ScheduledJob
 from sundial.backends.temporal.client import Connection
+from sundial.config import OperatorConfig
 from sundial.errors import Retry, SpecProblem, api_retry
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.planning.connection_policy import refusal
@@ -100,6 +101,22 @@ class ConnectionResolver:
         self._used_at: dict[tuple[str, str, str], float] = {}
         self._swept_at = clock()
 
+    @classmethod
+    def from_config(
+        cls,
+        kube: KubeClient,
+        config: OperatorConfig,
+        on_replaced: Callable[[Connection], None] = lambda _: None,
+    ) -> ConnectionResolver:
+        """The operator's and the worker's resolver, as their settings say."""
+        return cls(
+            kube,
+            default_connection=config.default_connection,
+            cluster_resource_namespace=config.cluster_resource_namespace,
+            refresh_seconds=config.connection_refresh_seconds,
+            on_replaced=on_replaced,
+        )
+
     def held(self) -> int:
         """Entries and namespaces' labels kept."""
         return len(self._entries) + len(self._namespace_labels)
@@ -137,7 +154,7 @@ class ConnectionResolver:
         entry = self._entries.get(key)
         if entry is None or read_again(entry.read_at, self._clock(), self._refresh):
             try:
-                entry = await self._read(sj, ref, key)
+                entry = await self._read(sj.metadata.namespace, ref, key)
             except (SpecProblem, Retry):
                 if not (deleting and entry is not None):
                     raise
@@ -154,22 +171,25 @@ class ConnectionResolver:
             )
         return Resolved(ref, entry.connection)
 
-    async def _read(
-        self, sj: ScheduledJob, ref: ConnectionRef, key: tuple[str, str, str]
-    ) -> _Entry:
+    async def cluster_connection(self, name: str) -> Connection:
+        """A ClusterTemporalConnection by name, read now (for a process that serves it, as
+        Sundial's worker does; no object asks, so nothing is admitted here)."""
+        ref = ConnectionRef(kind=CLUSTER_CONNECTION_KIND, name=name)
+        key = connection_key(ref.kind, ref.name, "")
+        return (await self._read("", ref, key)).connection
+
+    async def _read(self, namespace: str, ref: ConnectionRef, key: tuple[str, str, str]) -> _Entry:
         cluster = ref.kind == CLUSTER_CONNECTION_KIND
         what = f"{ref.kind} {ref.name}"
         try:
             if cluster:
                 body = await self._kube.read_sundial_object(CLUSTER_CONNECTION_PLURAL, ref.name)
             else:
-                body = await self._kube.read_sundial_object(
-                    CONNECTION_PLURAL, ref.name, sj.metadata.namespace
-                )
+                body = await self._kube.read_sundial_object(CONNECTION_PLURAL, ref.name, namespace)
         except ApiException as error:
             raise api_retry(error, f"reading {what}") from None
         if body is None:
-            where = "" if cluster else f" in namespace {sj.metadata.namespace}"
+            where = "" if cluster else f" in namespace {namespace}"
             hint = (
                 "create it, or set spec.temporalConnectionRef"
                 if ref == self.default_ref
@@ -187,7 +207,7 @@ class ConnectionResolver:
                 reasons.INVALID_CONNECTION, f"{what} is not valid: {error.errors()[0]['msg']}",
                 MISSING_RETRY_SECONDS,
             ) from None  # fmt: skip
-        secrets_namespace = self._secret_namespace if cluster else sj.metadata.namespace
+        secrets_namespace = self._secret_namespace if cluster else namespace
         connection = await self._credentials(spec, what, secrets_namespace)
         old = self._entries.get(key)
         if old is not None and old.connection != connection:

@@ -5,6 +5,7 @@ plain view status is built from."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio.client import (
     Schedule,
@@ -77,8 +78,6 @@ def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str
     definition = desired_definition(sj, prefix)
     spec_hash = definition_hash(definition)
     spec = sj.spec
-    workflow = spec.workflow
-    assert workflow is not None
     if spec.interval is not None:
         schedule_spec = ScheduleSpec(
             intervals=[
@@ -100,7 +99,34 @@ def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str
         if spec.starting_deadline_seconds is not None
         else DEFAULT_CATCHUP_WINDOW
     )
-    action = ScheduleActionStartWorkflow(
+    schedule = Schedule(
+        action=_action(sj, definition, spec_hash),
+        spec=schedule_spec,
+        policy=SchedulePolicy(overlap=OVERLAP[spec.concurrency_policy], catchup_window=catchup),
+        state=ScheduleState(paused=spec.suspend, note=suspend_note(spec) if spec.suspend else None),
+    )
+    return definition["id"], schedule, spec_hash
+
+
+def _action(
+    sj: ScheduledJob, definition: dict[str, Any], spec_hash: str
+) -> ScheduleActionStartWorkflow:
+    """The workflow each action starts: the user's own (spec.workflow), or Sundial's RunJob
+    with a reference to the object (spec.job: planning/temporal_schedule.desired_definition).
+    Each run carries the version of the spec that started it in its memo."""
+    workflow = sj.spec.workflow
+    if workflow is None:
+        job = definition["job"]
+        timeout = job["executionTimeoutSeconds"]
+        return ScheduleActionStartWorkflow(
+            job["workflowType"],
+            args=[job["input"]],
+            id=definition["id"],
+            task_queue=job["taskQueue"],
+            execution_timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            memo={SPEC_HASH_MEMO_KEY: spec_hash},
+        )
+    return ScheduleActionStartWorkflow(
         workflow.type,
         args=list(workflow.args or []),
         id=workflow.id or definition["id"],
@@ -109,16 +135,8 @@ def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str
         run_timeout=_duration(workflow.run_timeout),
         task_timeout=_duration(workflow.task_timeout),
         retry_policy=_retry_policy(workflow),
-        # Each run carries the version of the spec that started it.
         memo={**(workflow.memo or {}), SPEC_HASH_MEMO_KEY: spec_hash},
     )
-    schedule = Schedule(
-        action=action,
-        spec=schedule_spec,
-        policy=SchedulePolicy(overlap=OVERLAP[spec.concurrency_policy], catchup_window=catchup),
-        state=ScheduleState(paused=spec.suspend, note=suspend_note(spec) if spec.suspend else None),
-    )
-    return definition["id"], schedule, spec_hash
 
 
 def schedule_view(description: ScheduleDescription) -> ScheduleView:

@@ -1,0 +1,81 @@
+"""The RunJob workflow: one run of a container job on temporal. Deterministic, no I/O:
+everything it does goes through activities (activities.py), as Temporal's samples do.
+
+Why a heartbeating activity waits for the Job, not a workflow loop of short polls: a wait
+of hours is then two events in the workflow's history, not thousands, and an asyncio
+activity that waits holds a coroutine, not a thread (the worker allows a thousand at
+once). A worker that dies mid-wait stops heartbeating; after HEARTBEAT_TIMEOUT the wait is
+retried on another worker (or this one, restarted) and resumes waiting on the same Job,
+whose name the run fixes.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from sundial.planning.run_job import NOT_SCHEDULED_BY_SUNDIAL, JobReference
+    from sundial.planning.temporal_schedule import RUN_JOB_WORKFLOW
+    from sundial.worker.messages import JobOutcome, RunStart
+
+SCHEDULED_BY_ID = SearchAttributeKey.for_keyword("TemporalScheduledById")
+SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+# Making the Job: retried (an apiserver blip), refusals are final (non-retryable).
+START_TIMEOUT = timedelta(seconds=60)
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+
+
+@workflow.defn(name=RUN_JOB_WORKFLOW)
+class RunJob:
+    @workflow.run
+    async def run(self, reference: dict[str, Any]) -> dict[str, Any]:
+        info = workflow.info()
+        try:
+            JobReference.from_input(reference)
+        except ValueError as error:
+            raise ApplicationError(str(error), type=NOT_SCHEDULED_BY_SUNDIAL,
+                                   non_retryable=True) from None  # fmt: skip
+        attributes = info.typed_search_attributes
+        start = RunStart(
+            reference=reference,
+            scheduled_by=attributes.get(SCHEDULED_BY_ID),
+            scheduled_time=(attributes.get(SCHEDULED_START_TIME) or info.start_time).isoformat(),
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+        )
+        try:
+            job_name: str = await workflow.execute_activity(
+                "start_job", start, result_type=str,
+                start_to_close_timeout=START_TIMEOUT, retry_policy=RETRY,
+            )  # fmt: skip
+        except ActivityError as error:
+            # A refusal (non-retryable) is the run's own failure, with its reason as the
+            # type: what the ScheduledJob's status and Temporal's UI show.
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.non_retryable:
+                raise ApplicationError(cause.message, type=cause.type,
+                                       non_retryable=True) from None  # fmt: skip
+            raise
+        outcome: JobOutcome = await workflow.execute_activity(
+            "wait_for_job", [reference["namespace"], job_name], result_type=JobOutcome,
+            # The workflow's own execution timeout bounds the wait (and the Job's deadline
+            # the Job): no schedule-to-close of its own.
+            start_to_close_timeout=timedelta(days=3650), heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=RETRY,
+            # A cancelled run ends once its Job is deleted, not before.
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )  # fmt: skip
+        if not outcome.succeeded:
+            raise ApplicationError(
+                outcome.message or outcome.reason or "the Job failed",
+                {"jobName": job_name},
+                type=outcome.reason or "JobFailed",
+                non_retryable=True,
+            )
+        return {"jobName": job_name, "message": outcome.message}
