@@ -53,6 +53,7 @@ def exercised_metrics() -> Metrics:
     metrics.loop_lag.observe(0.001)
     metrics.gc_pause.labels("2").observe(0.01)
     metrics.temporal_request("DescribeSchedule")
+    metrics.watch_queue(lambda: {"queued": 3, "parked": 1, "delayed": 40, "processing": 2})
     metrics.run_duration.labels(*key[:1], backend).observe(42)
     metrics.start_delay.labels(*key[:1], backend).observe(3)
     slot = datetime(2026, 12, 4, 3, tzinfo=UTC)

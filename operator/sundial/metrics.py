@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import gc
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from sundial.api import reasons
 from sundial.api.models import MissedRun, ScheduledJobStatus
@@ -26,6 +27,7 @@ DURATION_BUCKETS = (1, 10, 60, 300, 900, 3600, 4 * 3600, float("inf"))
 DELAY_BUCKETS = (1, 5, 15, 60, 300, float("inf"))
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, float("inf"))
 WATCHED_CONDITIONS = (reasons.RUNS_MISSED, reasons.RUNS_FAILING, reasons.RUN_TOO_LONG)
+QUEUE_STATES = ("queued", "parked", "delayed", "processing")  # WorkQueue.depth's keys
 
 
 class Metrics:
@@ -55,6 +57,13 @@ class Metrics:
             "sundial_temporal_requests",
             "Requests made to Temporal (all connections), by gRPC method.",
             ["operation"], registry=self.registry,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            "sundial_workqueue_depth",
+            "ScheduledJobs in the work queue, read at scrape: queued (waiting for a worker), "
+            "parked (waiting for their Temporal connection's turn), delayed (a wake-up later: "
+            "the next slot, a retry), processing.",
+            ["state"], registry=self.registry,
         )  # fmt: skip
         namespace_labels = ["namespace", "backend"]
         self.run_duration = Histogram(
@@ -98,6 +107,12 @@ class Metrics:
             asked = loop.time() + interval
             await asyncio.sleep(interval)
             self.loop_lag.observe(max(loop.time() - asked, 0.0))
+
+    def watch_queue(self, depth: Callable[[], Mapping[str, int]]) -> None:
+        """sundial_workqueue_depth from the queue's own counts, read at each scrape (no
+        work on the queue's hot path)."""
+        for state in QUEUE_STATES:
+            self.queue_depth.labels(state).set_function(functools.partial(_count, depth, state))
 
     def temporal_request(self, operation: str) -> None:
         self.temporal_requests.labels(operation).inc()
@@ -196,6 +211,10 @@ class Metrics:
             del self._per_namespace[place]
             _remove(self.run_duration, *place)
             _remove(self.start_delay, *place)
+
+
+def _count(depth: Callable[[], Mapping[str, int]], state: str) -> float:
+    return float(depth()[state])
 
 
 def _remove(metric: Histogram, *labels: str) -> None:

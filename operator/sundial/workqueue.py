@@ -192,6 +192,17 @@ class WorkQueue(Generic[K]):
                     self._dirty.discard(key)
                     self.add(key)
 
+    def depth(self) -> dict[str, int]:
+        """Keys by where they wait, for sundial_workqueue_depth (lengths only: cheap):
+        queued for a worker, parked for their lane's turn, delayed to a later time (the
+        next slot, a retry), and processing now."""
+        return {
+            "queued": len(self._urgent) + len(self._ready),
+            "parked": len(self._parked_keys),
+            "delayed": len(self._due),
+            "processing": len(self._processing),
+        }
+
     def _lane_full(self, lane: Hashable) -> bool:
         return self._in_lane.get(lane, 0) >= self._lane_limit or (
             self._lanes_limit is not None and self._in_lanes >= self._lanes_limit

@@ -410,3 +410,45 @@ def test_many_temporal_connections_together_never_hold_every_worker() -> None:
     before_release, most_in_lanes = asyncio.run(scenario())
     assert before_release == ["k0", "k1", "k2"]
     assert most_in_lanes == 4
+
+
+def test_the_depth_counts_each_key_where_it_waits_and_the_gauge_reads_it_at_scrape() -> None:
+    """Queued for a worker, parked for a full lane, delayed, processing: each key once, and
+    sundial_workqueue_depth says the same when scraped (nothing counted on the hot path)."""
+    from sundial.metrics import Metrics
+
+    async def scenario() -> tuple[dict[str, int], dict[str, float], dict[str, int]]:
+        clock = FakeClock()
+        queue: WorkQueue[str] = WorkQueue(
+            clock=clock, lane_of=lambda key: "t" if key.startswith("t") else None, lane_limit=1
+        )
+        metrics = Metrics()
+        metrics.watch_queue(queue.depth)
+        release = asyncio.Event()
+
+        async def reconcile(key: str) -> None:
+            await release.wait()
+
+        for key in ("t1", "t2", "a", "b"):
+            queue.add(key)
+        queue.add_after("later", 60)
+        queue.add_after("a", 60)  # queued now: its wake-up is kept as well
+        worker = asyncio.create_task(queue.run_worker(reconcile))
+        await asyncio.sleep(0.01)  # t1 processing; t2 parked at the next take
+        worker2 = asyncio.create_task(queue.run_worker(reconcile))
+        await asyncio.sleep(0.01)
+        during = queue.depth()
+        scraped = {state: metrics.registry.get_sample_value(
+            "sundial_workqueue_depth", {"state": state}) or 0.0 for state in during}  # fmt: skip
+        release.set()
+        await asyncio.sleep(0.05)
+        after = queue.depth()
+        for task in (worker, worker2):
+            task.cancel()
+        return during, scraped, after
+
+    during, scraped, after = asyncio.run(scenario())
+    # Worker 1 holds t1; worker 2 took t2 (parked: lane t is full), then a, and holds it.
+    assert during == {"queued": 1, "parked": 1, "delayed": 2, "processing": 2}
+    assert scraped == {state: float(count) for state, count in during.items()}
+    assert after == {"queued": 0, "parked": 0, "delayed": 2, "processing": 0}
