@@ -6,7 +6,8 @@
 Installs the CRDs (locally also the default ClusterTemporalConnection, to the stack's
 Temporal), applies manifests/samples/ (and, on the local stack's node, a `hello`
 ScheduledJob that really runs), prints how to reach everything, then runs
-`python -m sundial` until Ctrl-C, which stops the operator and (local) the stack.
+`python -m sundial` and `python -m sundial worker` until Ctrl-C, which stops them and
+(local) the stack.
 """
 
 from __future__ import annotations
@@ -68,16 +69,27 @@ spec:
 
 
 def run_operator(env: dict[str, str]) -> int:
+    """The operator and Sundial's worker (the container jobs of backend temporal), until
+    Ctrl-C stops both; the operator's exit status."""
     operator = subprocess.Popen([sys.executable, "-m", "sundial"], env=env)
+    worker = subprocess.Popen([sys.executable, "-m", "sundial", "worker"], env=env)
     try:
         return operator.wait()
     except KeyboardInterrupt:
-        operator.send_signal(signal.SIGINT)
-        try:
-            return operator.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            return operator.wait()
+        for process in (operator, worker):
+            process.send_signal(signal.SIGINT)
+        return _stopped(operator)
+    finally:
+        worker.send_signal(signal.SIGINT)
+        _stopped(worker)
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> int:
+    try:
+        return process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -466,8 +466,10 @@ def namespaced_overlay_rbac(
     `suffix`, its watched namespaces (team-a, team-b) renamed by `namespaces`, bound to a
     test's own ServiceAccount `account` (the cluster-wide overlay may have bound `sundial`
     more widely)."""
+    # The operator's (the worker's, named sundial-worker*, are its own).
     documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
-                 if d["kind"] in RBAC_KINDS]  # fmt: skip
+                 if d["kind"] in RBAC_KINDS
+                 and not d["metadata"]["name"].startswith("sundial-worker")]  # fmt: skip
     for doc in documents:
         meta = doc["metadata"]
         meta["name"] = f"{meta['name']}-{suffix}"

@@ -57,8 +57,21 @@ LIVE_KINDS = (
 Triple = tuple[str, str, str]
 
 
+# Sundial's worker's objects (manifests/base/worker.yaml, its RBAC in the overlays).
+WORKER = "sundial-worker"
+
+
+def is_worker(document: dict[str, Any]) -> bool:
+    return str(document["metadata"]["name"]).startswith(WORKER)
+
+
 def overlay(name: str, kubectl: Kubectl) -> list[dict[str, Any]]:
-    return rendered(kubectl, MANIFESTS / "overlays" / name)
+    """The operator's part of an overlay (the worker's: `worker_part`)."""
+    return [d for d in rendered(kubectl, MANIFESTS / "overlays" / name) if not is_worker(d)]
+
+
+def worker_part(name: str, kubectl: Kubectl) -> list[dict[str, Any]]:
+    return [d for d in rendered(kubectl, MANIFESTS / "overlays" / name) if is_worker(d)]
 
 
 def of_kind(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -280,14 +293,16 @@ def test_the_operator_pod_passes_the_restricted_pod_security_standard(
                 "pod-security.kubernetes.io/warn=restricted")  # fmt: skip
     # A Pod's ServiceAccount must exist, even in a dry run.
     kubectl.run("create", "serviceaccount", "sundial", "-n", namespace)
+    kubectl.run("create", "serviceaccount", WORKER, "-n", namespace)
 
     def dry_run(document: dict[str, Any]) -> tuple[int, str]:
         result = kubectl.run("create", "--dry-run=server", "-f", "-",
                              stdin=json.dumps(document), check=False)  # fmt: skip
         return result.returncode, result.stderr
 
-    for name in OVERLAYS:
-        deployment = the(overlay(name, kubectl), "Deployment")
+    deployments = [(name, the(part, "Deployment")) for name in OVERLAYS
+                   for part in (overlay(name, kubectl), worker_part(name, kubectl))]  # fmt: skip
+    for name, deployment in deployments:
         deployment["metadata"]["namespace"] = namespace
         code, stderr = dry_run(deployment)
         assert code == 0, (name, stderr)
@@ -399,3 +414,54 @@ def test_the_admission_policy_refuses_the_operator_a_change_of_spec(
                 "-p", json.dumps({"spec": {"suspend": True}}))  # fmt: skip
     assert spec()["suspend"] is True
     kubectl.run("delete", "scheduledjob", name, "-n", namespace, "--wait=true")
+
+
+# ---- Sundial's worker ---------------------------------------------------------------------
+
+# What the worker's activities call (sundial/worker/activities.py), in a watched namespace
+# and cluster-wide.
+WORKER_NAMESPACED_RIGHTS = {
+    ("sundial.dev", "scheduledjobs", "get"),
+    ("sundial.dev", "temporalconnections", "get"),
+    ("batch", "jobs", "get"), ("batch", "jobs", "create"), ("batch", "jobs", "delete"),
+    ("", "pods", "list"),
+}  # fmt: skip
+WORKER_CLUSTER_RIGHTS = {
+    ("sundial.dev", "clustertemporalconnections", "get"),
+    ("", "namespaces", "get"),
+}
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_overlay_runs_the_worker_with_rights_as_narrow_as_its_calls(
+    kubectl: Kubectl, name: str
+) -> None:
+    documents = worker_part(name, kubectl)
+    deployment = the(documents, "Deployment")
+    assert deployment["spec"]["replicas"] >= 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == WORKER
+    (container,) = pod["containers"]
+    assert container["args"] == ["worker"]
+    assert env_of(deployment)["SUNDIAL_DEFAULT_CONNECTION"] == "default"
+    # Its own identity, bound to nothing but its own roles.
+    for binding in (d for d in documents if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": WORKER, "namespace": OPERATOR_NAMESPACE}
+        ]
+        # Its own roles, or a watched namespace's connection Secrets (get, by name).
+        assert binding["roleRef"]["name"] in (
+            {r["metadata"]["name"] for r in documents if r["kind"] in RBAC_KINDS}
+            | {"sundial-connection-secrets"}
+        ), binding["metadata"]
+    own = next(r for r in of_kind(documents, "Role")
+               if r["metadata"]["namespace"] == OPERATOR_NAMESPACE)  # fmt: skip
+    assert triples(own) == {("", "secrets", "get")}
+    granted = set().union(*(triples(r) for r in of_kind(documents, "ClusterRole")))
+    if name == "namespaced":
+        for ns in WATCHED:
+            (role,) = [r for r in of_kind(documents, "Role") if r["metadata"]["namespace"] == ns]
+            assert triples(role) == WORKER_NAMESPACED_RIGHTS, ns
+        assert granted == WORKER_CLUSTER_RIGHTS
+    else:
+        assert granted == WORKER_NAMESPACED_RIGHTS | WORKER_CLUSTER_RIGHTS

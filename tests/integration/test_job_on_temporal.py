@@ -7,6 +7,7 @@ Temporal's own record of the workflow."""
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -83,7 +84,9 @@ def test_a_container_job_runs_on_temporal_and_reports_like_any_run(
         busybox, "echo 'all 3 reports written' > /dev/termination-log")))  # fmt: skip
     kubectl.apply(job_on_temporal("boom", namespace, no_retry_job(
         busybox, "echo 'no input for today' > /dev/termination-log; exit 3")))  # fmt: skip
-    for name in ("ok", "boom"):
+    kubectl.apply(job_on_temporal("slow", namespace, {
+        **script_job(busybox, "sleep 60"), "activeDeadlineSeconds": 5}))  # fmt: skip
+    for name in ("ok", "boom", "slow"):
         eventually(lambda name=name: sj_status(kubectl, name, namespace).get("backendRef"),
                    what=f"{name}'s schedule")  # fmt: skip
         run_now(kubectl, name, namespace)
@@ -113,14 +116,13 @@ def test_a_container_job_runs_on_temporal_and_reports_like_any_run(
     assert boom["result"] == "Failed", boom
     assert boom["reason"] == "BackoffLimitExceeded", boom
     assert boom["message"] == "no input for today", boom
+    slow = eventually(lambda: ended_run(kubectl, "slow", namespace), timeout=RUN_SECONDS,
+                      what="slow's run")  # fmt: skip
+    assert (slow["result"], slow["reason"]) == ("TimedOut", "DeadlineExceeded"), slow
     # One Job per run, by the audit log (not Sundial's word): the worker created each once.
-    for name, run in (("ok", ok), ("boom", boom)):
-        created = [e for e in audit_events(stack.log_dir / "audit.log") if e.get("verb") == "create"
-                   and e.get("objectRef", {}).get("resource") == "jobs"
-                   and e.get("objectRef", {}).get("namespace") == namespace
-                   and e.get("objectRef", {}).get("name") == run["jobName"]
-                   and e.get("responseStatus", {}).get("code") == 201]  # fmt: skip
-        assert len(created) == 1, (name, created)
+    assert sorted(created_jobs(stack, namespace)) == sorted(
+        run["jobName"] for run in (ok, boom, slow)
+    )
 
 
 def test_a_run_of_sundials_workflow_not_started_by_the_schedule_creates_nothing(
@@ -163,3 +165,72 @@ def test_a_run_of_sundials_workflow_not_started_by_the_schedule_creates_nothing(
     if forged is not None:
         assert failure(forged) == "NotScheduledBySundial"
     assert owned_jobs(kubectl, namespace, "target") == []
+
+
+def created_jobs(stack: LocalStack, namespace: str) -> list[str]:
+    """The Jobs the apiserver created in `namespace` (audit log: 201 answers)."""
+    return [
+        event["objectRef"]["name"]
+        for event in audit_events(stack.log_dir / "audit.log")
+        if event.get("verb") == "create"
+        and event.get("objectRef", {}).get("resource") == "jobs"
+        and event.get("objectRef", {}).get("namespace") == namespace
+        and event.get("responseStatus", {}).get("code") == 201
+    ]
+
+
+def job_gone(kubectl: Kubectl, namespace: str, name: str) -> bool:
+    result = kubectl.run("get", "job", "-n", namespace, name, "--ignore-not-found", "-o", "name")
+    return not result.stdout.strip()
+
+
+def test_a_run_temporal_ends_takes_its_job_and_pods_along(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
+    temporal: TemporalSide,
+) -> None:  # fmt: skip
+    """A run cancelled by hand, or terminated by the overlap policy (Replace), deletes its
+    Job, and with it its Pods: neither outlives the other."""
+    busybox = stack.images["busybox"]
+    kubectl.apply(job_on_temporal("cancelled", namespace, script_job(busybox, "sleep 300")))
+    kubectl.apply(job_on_temporal("replaced", namespace, script_job(busybox, "sleep 300"),
+                                  schedule=None, interval={"every": "30s"},
+                                  concurrencyPolicy="Replace"))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "cancelled", namespace).get("backendRef"),
+               what="the schedule")  # fmt: skip
+    run_now(kubectl, "cancelled", namespace)
+    first = eventually(lambda: owned_jobs(kubectl, namespace, "cancelled"), timeout=RUN_SECONDS,
+                       what="the Job of the run to cancel")[0]  # fmt: skip
+    workflow_id = first["metadata"]["annotations"]["sundial.dev/workflow-id"]
+    handle = temporal.client.get_workflow_handle(workflow_id)
+    temporal.run(lambda: handle.cancel())
+    eventually(lambda: job_gone(kubectl, namespace, first["metadata"]["name"]), timeout=60,
+               what="the cancelled run's Job deleted")  # fmt: skip
+    run = eventually(lambda: ended_run(kubectl, "cancelled", namespace), timeout=60,
+                     what="the cancelled run in status")  # fmt: skip
+    assert run["result"] == "Cancelled", run
+
+    # Replace: the next action terminates the running one; its Job goes, the new one stays.
+    made = eventually(lambda: [j for j in created_jobs(stack, namespace) if j.startswith(
+        "replaced-")][1:], timeout=RUN_SECONDS, what="a second run of replaced")  # fmt: skip
+    replaced = next(j for j in created_jobs(stack, namespace) if j.startswith("replaced-"))
+    eventually(lambda: job_gone(kubectl, namespace, replaced), timeout=60,
+               what="the terminated run's Job deleted")  # fmt: skip
+    assert not job_gone(kubectl, namespace, made[0]), "the running run's Job was deleted"
+
+
+def test_a_worker_killed_mid_run_leaves_one_job_waited_on_again(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
+) -> None:  # fmt: skip
+    kubectl.apply(job_on_temporal("steady", namespace, script_job(stack.images["busybox"],
+                                                                 "sleep 25")))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "steady", namespace).get("backendRef"),
+               what="the schedule")  # fmt: skip
+    run_now(kubectl, "steady", namespace)
+    eventually(lambda: owned_jobs(kubectl, namespace, "steady"), timeout=RUN_SECONDS,
+               what="the run's Job")  # fmt: skip
+    sundial_worker.signal(signal.SIGKILL)
+    sundial_worker.start()
+    run = eventually(lambda: ended_run(kubectl, "steady", namespace), timeout=RUN_SECONDS,
+                     what="the run, waited on by the restarted worker")  # fmt: skip
+    assert run["result"] == "Succeeded", run
+    assert created_jobs(stack, namespace) == [run["jobName"]]

@@ -61,7 +61,20 @@ def local_install(directory: Path) -> Path:
         "kind": "Kustomization",
         "resources": [overlay],
         "patches": [
-            {"target": {"kind": "Deployment", "name": "sundial"}, "patch": yaml.safe_dump(patch)}
+            {"target": {"kind": "Deployment", "name": "sundial"}, "patch": yaml.safe_dump(patch)},
+            # The worker's Pods would take up the session's job-on-temporal runs beside
+            # the tests' own worker: this test is the operator's Pod's.
+            {
+                "target": {"kind": "Deployment", "name": "sundial-worker"},
+                "patch": yaml.safe_dump(
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "sundial-worker", "namespace": OPERATOR_NAMESPACE},
+                        "spec": {"replicas": 0},
+                    }
+                ),
+            },
         ],
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))

@@ -145,3 +145,16 @@ def test_a_run_no_worker_took_up_within_the_start_grace_says_so() -> None:
     # Its Job made: a worker has it, however long it runs.
     made = {rj.run_job_name("reports", "wf", "r1")}
     assert shown(started + timedelta(hours=1), made).reason is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "result"),
+    [("DeadlineExceeded", "TimedOut"), ("JobDeleted", "Cancelled"),
+     ("BackoffLimitExceeded", "Failed")],
+)  # fmt: skip
+def test_a_failed_runs_result_is_read_as_a_cronjobs_job_would_be(reason: str, result: str) -> None:
+    failed = ObservedRun(scheduled_time=SLOT, result="Failed", reason=reason, workflow_id="wf",
+                         run_id="r1", start_time=SLOT, completion_time=SLOT)  # fmt: skip
+    shown = rj.with_jobs("reports", [failed], lambda _: None, made=set(),
+                         start_grace=timedelta(seconds=60), now=SLOT)[0]  # fmt: skip
+    assert (shown.result, shown.reason) == (result, reason)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sundial.api import reasons
-from sundial.api.models import GROUP, ScheduledJob
+from sundial.api.models import GROUP, RunResult, ScheduledJob
 from sundial.planning.cronjob import (
     cronjob_name,
     job_from_template,
@@ -155,6 +155,16 @@ def job_end(job: dict[str, Any], summary: str | None) -> JobEnd | None:
     return None
 
 
+# A failed workflow's type is its Job's reason: the same results as a CronJob's Job's
+# (runs.job_run), so a run reads the same on either backend.
+_JOB_RESULTS: dict[str, RunResult] = {"DeadlineExceeded": "TimedOut", "JobDeleted": "Cancelled"}
+
+
+def _as_job_run(run: ObservedRun, job_name: str) -> ObservedRun:
+    result = _JOB_RESULTS.get(run.reason or "", run.result) if run.result == "Failed" else None
+    return replace(run, job_name=job_name, result=result or run.result)
+
+
 def with_jobs(
     scheduledjob_name: str,
     observed: list[ObservedRun],
@@ -171,7 +181,7 @@ def with_jobs(
     watch shows) `start_grace` after it started waits for a worker: WorkerUnavailable,
     what Temporal's own UI does not tell."""
     named = [
-        replace(run, job_name=run_job_name(scheduledjob_name, run.workflow_id, run.run_id))
+        _as_job_run(run, run_job_name(scheduledjob_name, run.workflow_id, run.run_id))
         if run.workflow_id and run.run_id
         else run
         for run in observed
