@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLUSTER ?= local
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt crds check-crds binaries node-packages images image lock unit \
+.PHONY: run test lint fmt crds check-crds binaries node-packages browser images image lock unit \
 	integration bench soak clean stack argocd-testdata
 
 $(VENV)/.installed: pyproject.toml lib/sundial-cron/pyproject.toml
@@ -21,6 +21,10 @@ $(VENV)/.installed: pyproject.toml lib/sundial-cron/pyproject.toml
 ## skipped with SUNDIAL_NODE=0 (a stack without a node)
 node-packages:
 	@if [ "$${SUNDIAL_NODE:-1}" != 0 ]; then hack/install-node-packages.sh; fi
+
+## headless Chromium for the dashboard's browser tests and benchmark: needs root, once
+browser:
+	hack/install-node-packages.sh browser
 
 binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
@@ -76,7 +80,7 @@ stack: $(VENV)/.installed binaries
 	PYTHONPATH=hack $(PY) -m localstack up
 
 ## make test: lint, then every test (unit and integration) against the real servers
-test: $(VENV)/.installed binaries lint
+test: $(VENV)/.installed binaries browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
@@ -106,7 +110,7 @@ argocd-testdata: $(VENV)/.installed binaries
 	SUNDIAL_ARGOCD_TESTDATA=$(CURDIR)/manifests/argocd/resource_customizations/sundial.dev/ScheduledJob/testdata \
 		$(PY) -m pytest tests/integration/test_argocd_health.py -k each_state $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed binaries
+bench: $(VENV)/.installed binaries browser
 	$(PY) bench/run.py
 
 ## make soak: the long soak under faults (30 minutes, a fresh seed unless SUNDIAL_SOAK_SEED is set;

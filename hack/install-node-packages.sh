@@ -4,9 +4,19 @@
 # kube-proxy call, and what builds images without a registry. Needs root (apt-get); does
 # nothing when everything is already there. Nothing installed here starts a daemon.
 #
-#   hack/install-node-packages.sh
+#   hack/install-node-packages.sh           # the node's
+#   hack/install-node-packages.sh browser   # the headless Chromium the dashboard's browser
+#                                           # tests and benchmark drive (tests/cdp.py), any stack
 set -euo pipefail
 
+if [ "${1:-}" = browser ]; then
+  purpose="the dashboard's browser tests"
+  packages=(
+    chromium-headless-shell  # Debian's headless Chromium: --headless, --remote-debugging-port
+    fonts-dejavu-core        # the page's text in screenshots
+  )
+else
+purpose="the local node"
 packages=(
   runc                         # the OCI runtime containerd's shim calls
   containernetworking-plugins  # bridge, host-local, portmap in /usr/lib/cni
@@ -19,6 +29,7 @@ packages=(
   redis-server git             # Argo CD's cache and the git daemon serving it a repository
                                # (tests/integration/test_argocd_live.py)
 )
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -28,11 +39,11 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "error: the local node needs these Debian packages: ${missing[*]}" >&2
+  echo "error: $purpose needs these Debian packages: ${missing[*]}" >&2
   echo "       run as root: apt-get install --no-install-recommends ${missing[*]}" >&2
   exit 1
 fi
-echo ">> installing Debian packages for the local node: ${missing[*]}" >&2
+echo ">> installing Debian packages for $purpose: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 # Packages such as redis-server start their service on install unless policy-rc.d says no;

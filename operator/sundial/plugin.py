@@ -1,10 +1,11 @@
 """kubectl-sundial: the same day-2 operations on every ScheduledJob, whatever its backend.
 
-`kubectl sundial status|run|backfill|suspend|resume|list`. A request (run, backfill) is an
+`kubectl sundial status|run|backfill|suspend|resume|list|dashboard`. A request (run, backfill) is an
 annotation with a fresh id on the ScheduledJob (requests.py); the plugin then waits for the
 operator to acknowledge it in status.requests and prints the outcome. suspend and resume
 write spec.suspend (and spec.suspendNote), as `kubectl patch` would. status and list draw
 each object's run timeline (timeline.py), in colour on a terminal that takes it.
+dashboard serves a read-only web page on localhost (dashboard/), with the same kubeconfig.
 
 Exit codes: 0 done (or accepted and waiting), 1 bad input or refused, 2 usage, 3 the
 operator did not answer in time.
@@ -13,6 +14,7 @@ operator did not answer in time.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -189,6 +191,26 @@ def list_verb(session: Session, args: argparse.Namespace) -> int:
         return 0
     print("\n".join(table(items, datetime.now(UTC), palette(args.color),
                           namespaces=session.all_namespaces)))  # fmt: skip
+    return 0
+
+
+def dashboard(session: Session, args: argparse.Namespace) -> int:
+    """The web dashboard on localhost (dashboard/server.py), until Ctrl-C."""
+    from sundial.dashboard import server  # aiohttp, only for this verb
+
+    def ready(url: str) -> None:
+        print(f"Sundial dashboard: {url}  (read-only, with your kubeconfig's rights; "
+              "Ctrl-C stops it)", flush=True)  # fmt: skip
+
+    try:
+        asyncio.run(server.serve(
+            namespace=getattr(args, "namespace", None), context_namespace=session.namespace,
+            port=args.port, open_browser=args.open, ready=ready,
+        ))  # fmt: skip
+    except KeyboardInterrupt:
+        pass
+    except OSError as error:
+        raise Failure(f"cannot serve the dashboard on port {args.port}: {error}") from None
     return 0
 
 
@@ -452,7 +474,7 @@ def parser() -> argparse.ArgumentParser:
                          help="colour the timeline: auto (default) on a terminal that takes "
                          "it, unless NO_COLOR is set")  # fmt: skip
 
-    # A new verb (such as a `dashboard`) is one more verb(...) here and a function above.
+    # A new verb is one more verb(...) here and a function above.
     sub = verb("status", status, "Timeline, backend, next runs, recent and missed runs, "
                "conditions.")  # fmt: skip
     sub.add_argument("name")
@@ -476,6 +498,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("-A", "--all-namespaces", action="store_true")
     sub.add_argument("-o", "--output", choices=["json", "yaml"])
     coloured(sub)
+    sub = verb("dashboard", dashboard, "A read-only web page on localhost: every ScheduledJob "
+               "you may read, live.")  # fmt: skip
+    sub.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    sub.add_argument("--open", action="store_true", help="open it in the web browser")
     return top
 
 

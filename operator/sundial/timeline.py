@@ -9,12 +9,12 @@ The same characters are drawn with or without colour, so nothing rests on colour
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
 
 from sundial.api import reasons
-from sundial.api.status_models import Condition, ScheduledJobStatus
+from sundial.api.status_models import Condition, MissedRun, RecentRun, ScheduledJobStatus
 
 Kind = Literal[
     "succeeded", "failed", "timedout", "missed", "skipped", "cancelled", "unknown", "running",
@@ -92,6 +92,8 @@ class Cell:
     glyph: str
     at: datetime  # the slot (a run's scheduled time), or now for a suspension
     detail: str = ""
+    # The run or missed slot the cell was drawn from (the dashboard's hover shows it).
+    source: RecentRun | MissedRun | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def build(
     limit: int = 30,
 ) -> Timeline:
     """The timeline of a ScheduledJob with `status`, at `now`: its `limit` latest slots."""
-    pause = _pause(status.conditions, suspended, suspend_note)
+    pause = pause_note(status.conditions, suspended, suspend_note)
     cells = slots(status, now, pause, limit)
     slotted = [cell for cell in cells if cell.kind != "suspended"]
     span = ""
@@ -163,18 +165,19 @@ def slots(
     cells = [
         Cell(RESULT_KINDS.get(run.result, "unknown"),
              GLYPHS[RESULT_KINDS.get(run.result, "unknown")], run.scheduled_time,
-             _run_detail(run.result, run.reason))
+             _run_detail(run.result, run.reason), run)
         for run in status.recent_runs
     ]  # fmt: skip
     for miss in status.recent_missed_runs:
         approx = " (approximate)" if miss.approximate else ""
+        at = miss.scheduled_time
         if miss.reason == "OverlapSkipped":
-            cells.append(Cell("skipped", GLYPHS["skipped"], miss.scheduled_time, "OverlapSkipped"))
+            cells.append(Cell("skipped", GLYPHS["skipped"], at, "OverlapSkipped", miss))
         elif miss.reason == "Unknown":
-            cells.append(Cell("unknown", GLYPHS["unknown"], miss.scheduled_time, "Unknown"))
+            cells.append(Cell("unknown", GLYPHS["unknown"], at, "Unknown", miss))
         else:
             glyph = MISSED_GLYPHS.get(miss.reason, MISSED_OTHER)
-            cells.append(Cell("missed", glyph, miss.scheduled_time, miss.reason + approx))
+            cells.append(Cell("missed", glyph, at, miss.reason + approx, miss))
     cells.sort(key=lambda cell: cell.at)
     cells = cells[-limit:] if limit > 0 else []
     if pause is not None:
@@ -271,7 +274,8 @@ def legend(cells: Iterable[Cell], palette: Palette = PLAIN) -> str:
     return "  ".join(parts)
 
 
-def _pause(conditions: Sequence[Condition], suspended: bool, note: str | None) -> str | None:
+def pause_note(conditions: Sequence[Condition], suspended: bool, note: str | None) -> str | None:
+    """Why the backend schedules nothing now (spec.suspend, or paused by Sundial), or None."""
     if suspended:
         return "suspended" + (f" ({note})" if note else "")
     ready = next((c for c in conditions if c.type == reasons.READY), None)
