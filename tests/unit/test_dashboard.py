@@ -153,9 +153,16 @@ def test_the_filters_match_namespace_labels_backend_state_and_a_part_of_the_name
 def test_a_page_gets_its_filters_rows_then_only_the_changes_coalesced() -> None:
     async def scenario() -> None:
         store = Store()
+        early, _ = store.subscribe(model.Filter())  # a page open before the listing ends
         store.scope(["shop"], False, "")
+        assert not store.synced
         store.replace("shop", [made(history(name)) for name in HISTORY])
         assert store.synced
+        told = dict(early.drain())
+        order = list(told)
+        assert order.index("facets") < order.index("synced"), "the choices before synced"
+        assert json.loads(told["facets"])["ns"] == {"shop": 3}
+        store.unsubscribe(early)
         page, snapshot = store.subscribe(model.Filter.from_query({"state": "missed"}))
         assert [row["key"] for row in json.loads(snapshot)["rows"]] == ["shop/nightly"]
         assert list(page.drain()) == []

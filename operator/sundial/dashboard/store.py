@@ -99,9 +99,7 @@ class Store:
         for row, obj in rows:
             self.put(row, obj)
         self.listed.add(namespace)
-        if not self.synced and self._all_listed():
-            self.synced = True
-            self._tell_all("synced", "true")
+        self._sync()
 
     def problem(self, name: str, message: str | None) -> None:
         """A problem the page shows (None: it is over)."""
@@ -118,9 +116,7 @@ class Store:
     def scope(self, namespaces: list[str], everything: bool, note: str) -> None:
         self.scope_info = {"namespaces": namespaces, "all": everything, "note": note}
         self._tell_all("scope", json.dumps(self.scope_info))
-        if not self.synced and self._all_listed():
-            self.synced = True
-            self._tell_all("synced", "true")
+        self._sync()
 
     # ---- what the pages ask -------------------------------------------------------------
 
@@ -158,6 +154,15 @@ class Store:
 
     def _problem_list(self) -> list[dict[str, str]]:
         return [{"name": name, "message": message} for name, message in self.problems.items()]
+
+    def _sync(self) -> None:
+        """Every scope listed: the pages get the filters' choices, then `synced`."""
+        if self.synced or not self._all_listed():
+            return
+        self.synced = True
+        self._facets_due = True
+        self.tell_facets()
+        self._tell_all("synced", "true")
 
     def _all_listed(self) -> bool:
         scopes: list[str | None] = (
