@@ -63,7 +63,7 @@ NOBODY = "sundial-dashboard-nobody"
 def dashboard(kubeconfig: Path, log: Path, *args: str) -> Iterator[str]:
     """`kubectl-sundial dashboard` as a user starts it; its URL once it answers."""
     port = free_port()
-    with log.open("ab") as out:
+    with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "sundial.plugin", "--kubeconfig", str(kubeconfig),
              "dashboard", "--port", str(port), *args],
@@ -195,6 +195,12 @@ def test_the_page_shows_the_history_live_with_hover_details_and_no_errors(
         # A real run, by the operator and the tests' Temporal worker, arrives on the page.
         eventually(lambda: "succeeded" in rows(browser).get("live", {}).get("cells", []),
                    timeout=120, what="the real run on the page")  # fmt: skip
+        # Suspended again, with its note: the mark is back (and in the picture).
+        suspend = {"spec": {"suspend": True, "suspendNote": "db migration, ask #data"}}
+        kubectl.run("patch", "scheduledjob", "cleanup", "-n", namespace, "--type=merge",
+                    "-p", json.dumps(suspend))  # fmt: skip
+        eventually(lambda: rows(browser)["cleanup"]["marks"] != [], timeout=20,
+                   what="the suspension mark back")  # fmt: skip
         tip(browser, f'{nightly} .cell[data-kind="failed"]', "BackoffLimitExceeded")
         keep(browser.screenshot(shots / "dashboard-list.png"))
 
