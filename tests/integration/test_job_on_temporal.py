@@ -7,9 +7,12 @@ Temporal's own record of the workflow."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,13 +22,18 @@ from temporalio.service import RPCError
 
 from localstack import LocalStack
 from support import (
+    Background,
     Kubectl,
     OperatorProcess,
     TemporalSide,
     audit_events,
+    conditions_of,
     eventually,
+    fresh_namespace,
+    namespace_name,
     no_retry_job,
     owned_jobs,
+    parse_time,
     sj_status,
 )
 
@@ -46,6 +54,18 @@ def sundial_worker(stack: LocalStack, operator: OperatorProcess) -> Iterator[Ope
     worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture(scope="module")
+def flip(
+    stack: LocalStack, kubectl: Kubectl, sundial_worker: OperatorProcess
+) -> Iterator[Background]:
+    """The flip scenario (minute slots), started with the module's first test so that its
+    waits overlap the others'; `test_flipping_backend...` joins it."""
+    with fresh_namespace(kubectl, namespace_name("flip-backend")) as namespace:
+        running = Background(partial(flip_scenario, stack, kubectl, namespace))
+        yield running
+        running.thread.join(FLIP_SECONDS)
 
 
 def job_on_temporal(name: str, namespace: str, job: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -77,7 +97,7 @@ def script_job(busybox: str, script: str) -> dict[str, Any]:
 
 def test_a_container_job_runs_on_temporal_and_reports_like_any_run(
     stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-    temporal: TemporalSide,
+    temporal: TemporalSide, flip: Background,
 ) -> None:  # fmt: skip
     busybox = stack.images["busybox"]
     kubectl.apply(job_on_temporal("ok", namespace, script_job(
@@ -234,3 +254,109 @@ def test_a_worker_killed_mid_run_leaves_one_job_waited_on_again(
                      what="the run, waited on by the restarted worker")  # fmt: skip
     assert run["result"] == "Succeeded", run
     assert created_jobs(stack, namespace) == [run["jobName"]]
+
+
+# The flip's worst case: M1 up to 80 s away, three slots, each switch's settling.
+FLIP_SECONDS = 420
+SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def flip_scenario(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
+    """kubernetes -> temporal -> kubernetes with the same job across minute boundaries:
+    M1 by the CronJob, M2 by Temporal through the worker, M3 by the CronJob again, each
+    slot one Job, nothing made and deleted in between (the audit log)."""
+    busybox = stack.images["busybox"]
+
+    def apply(backend: str) -> None:
+        kubectl.apply({
+            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": "flip", "namespace": namespace},
+            "spec": {"backend": backend, "schedule": "* * * * *", "concurrencyPolicy": "Forbid",
+                     "successfulRunsHistoryLimit": 10, "job": script_job(busybox, "sleep 5")},
+        })  # fmt: skip
+
+    def jobs() -> list[tuple[datetime, str]]:
+        return sorted((parse_time(j["metadata"]["annotations"][SCHEDULED]), j["metadata"]["name"])
+                      for j in owned_jobs(kubectl, namespace, "flip"))  # fmt: skip
+
+    def on(backend: str) -> bool:
+        status = sj_status(kubectl, "flip", namespace)
+        switching = conditions_of(status).get("Switching", {})
+        return status.get("backend") == backend and switching.get("status") != "True"
+
+    now = datetime.now(UTC)
+    m1 = now.replace(second=0, microsecond=0) + timedelta(minutes=1 if now.second < 40 else 2)
+    m2, m3 = m1 + timedelta(minutes=1), m1 + timedelta(minutes=2)
+    apply("kubernetes")
+    eventually(lambda: m1 in dict(jobs()), timeout=(m1 - now).total_seconds() + 90,
+               what="M1's Job, by the CronJob")  # fmt: skip
+    apply("temporal")
+    eventually(lambda: on("temporal"), timeout=60, what="the switch to temporal")
+    eventually(lambda: m2 in dict(jobs()), timeout=(m2 - datetime.now(UTC)).total_seconds() + 90,
+               what="M2's Job, by the worker")  # fmt: skip
+    apply("kubernetes")
+    eventually(lambda: on("kubernetes"), timeout=60, what="the switch back")
+    eventually(lambda: m3 in dict(jobs()), timeout=(m3 - datetime.now(UTC)).total_seconds() + 90,
+               what="M3's Job, by the CronJob")  # fmt: skip
+    made = jobs()
+    by_slot = [slot for slot, _ in made]
+    assert len(by_slot) == len(set(by_slot)), f"a slot ran twice: {made}"
+    names = dict(made)
+    minutes = {slot: int(slot.timestamp()) // 60 for slot in (m1, m3)}
+    assert names[m1] == f"flip-{minutes[m1]}", made  # the CronJob controller's name
+    assert names[m2].startswith("flip-t"), made  # the worker's
+    assert names[m3] == f"flip-{minutes[m3]}", made
+    # Ground truth: every Job the apiserver created in the namespace is one of these.
+    assert sorted(created_jobs(stack, namespace)) == sorted(names.values())
+
+
+@pytest.mark.timeout(FLIP_SECONDS + 60)
+def test_flipping_backend_with_the_same_job_runs_each_slot_once(flip: Background) -> None:
+    flip.join(FLIP_SECONDS)
+
+
+def test_overlap_skips_in_temporal_and_a_deleted_object_takes_its_run_along(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
+    temporal: TemporalSide,
+) -> None:  # fmt: skip
+    """Forbid is Temporal's skip: a run that outlasts the interval makes the next actions
+    skipped, counted as OverlapSkipped, and no second Job while it runs. Deleting the
+    object mid-run takes its Job, its Pods and its schedule along."""
+    busybox = stack.images["busybox"]
+    kubectl.apply(job_on_temporal("skipping", namespace, script_job(busybox, "sleep 45"),
+                                  schedule=None, interval={"every": "20s"},
+                                  concurrencyPolicy="Forbid"))  # fmt: skip
+    kubectl.apply(job_on_temporal("doomed", namespace, script_job(busybox, "sleep 300")))
+    eventually(lambda: sj_status(kubectl, "doomed", namespace).get("backendRef"),
+               what="the schedule")  # fmt: skip
+    schedule_id = sj_status(kubectl, "doomed", namespace)["backendRef"]["scheduleId"]
+    run_now(kubectl, "doomed", namespace)
+    (job,) = eventually(lambda: owned_jobs(kubectl, namespace, "doomed"), timeout=RUN_SECONDS,
+                        what="the doomed run's Job")  # fmt: skip
+    kubectl.run("delete", "scheduledjob", "doomed", "-n", namespace, "--wait=false")
+    eventually(lambda: job_gone(kubectl, namespace, job["metadata"]["name"]), timeout=90,
+               what="the Job garbage-collected with its object")  # fmt: skip
+    eventually(lambda: not kubectl.run("get", "pods", "-n", namespace, "-l",
+                                       f"job-name={job['metadata']['name']}", "-o",
+                                       "name").stdout.strip(),
+               timeout=90, what="its Pods gone")  # fmt: skip
+    handle = temporal.client.get_schedule_handle(schedule_id)
+
+    def schedule_gone() -> bool:
+        try:
+            temporal.run(lambda: handle.describe())
+        except RPCError:
+            return True
+        return False
+
+    eventually(schedule_gone, timeout=60, what="the schedule deleted by the finalizer")
+
+    skipped = eventually(lambda: sj_status(kubectl, "skipping", namespace).get("skippedRuns"),
+                         timeout=RUN_SECONDS, what="an overlap skip counted")  # fmt: skip
+    assert skipped >= 1
+    jobs = sorted(owned_jobs(kubectl, namespace, "skipping"),
+                  key=lambda j: j["metadata"]["creationTimestamp"])  # fmt: skip
+    for earlier, later in itertools.pairwise(jobs):
+        ended = parse_time(earlier["status"].get("completionTime"))
+        assert ended is not None, "a second Job while the first still ran"
+        assert parse_time(later["metadata"]["creationTimestamp"]) >= ended - timedelta(seconds=1)

@@ -322,10 +322,16 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "cannot be combined with shorthand fields",
     ),
     ("no-job", {"job": None}, "backend: kubernetes needs spec.job"),
-    ("temporal-with-neither", {"backend": "temporal", "job": None},
-     "backend: temporal needs exactly one of spec.job"),
-    ("temporal-with-both", {"backend": "temporal", "workflow": {"type": "w", "taskQueue": "q"}},
-     "backend: temporal needs exactly one of spec.job"),
+    (
+        "temporal-with-neither",
+        {"backend": "temporal", "job": None},
+        "backend: temporal needs exactly one of spec.job",
+    ),
+    (
+        "temporal-with-both",
+        {"backend": "temporal", "workflow": {"type": "w", "taskQueue": "q"}},
+        "backend: temporal needs exactly one of spec.job",
+    ),
     (
         "bad-duration",
         {

@@ -158,3 +158,11 @@ def test_a_failed_runs_result_is_read_as_a_cronjobs_job_would_be(reason: str, re
     shown = rj.with_jobs("reports", [failed], lambda _: None, made=set(),
                          start_grace=timedelta(seconds=60), now=SLOT)[0]  # fmt: skip
     assert (shown.result, shown.reason) == (result, reason)
+
+
+def test_the_workers_jobs_are_told_from_the_cronjobs_and_requested_ones() -> None:
+    name = rj.run_job_name("reports", "wf", "r1")
+    assert rj.is_run_job("reports", name)
+    assert not rj.is_run_job("reports", "reports-29012345")  # the CronJob controller's
+    assert not rj.is_run_job("reports", "reports-r0123456789"[:18])  # a run-now's
+    assert not rj.is_run_job("other", name)

@@ -101,3 +101,24 @@ def test_a_pending_switch_says_what_keeps_running_and_why() -> None:
         "switching from backend kubernetes to temporal: refused; backend kubernetes keeps "
         "running until temporal accepts the object"
     )
+
+
+def test_a_new_backend_waiting_for_the_old_ones_run_says_so_and_lists_no_runs() -> None:
+    from sundial.api.models import ScheduledJob
+    from sundial.planning.status import find_condition, waiting_for_run
+
+    sj = ScheduledJob.model_validate({
+        "metadata": {"name": "flip", "namespace": "shop", "generation": 3},
+        "spec": {"schedule": "* * * * *", "job": {"image": "app:1"}},
+        "status": {"backend": "temporal", "nextRunTimes": ["2026-12-06T09:01:00Z"]},
+    })  # fmt: skip
+    status = waiting_for_run(sj, "the CronJob is made once the run has finished", now=NOW)
+    assert (status.backend, status.next_run_times, status.observed_generation) == (
+        "kubernetes", [], 3)  # fmt: skip
+    ready = find_condition(status.conditions, reasons.READY)
+    switch = find_condition(status.conditions, reasons.SWITCHING)
+    assert ready is not None
+    assert switch is not None
+    assert (ready.status, ready.reason) == ("True", reasons.RECONCILED)
+    assert (switch.status, switch.reason) == ("True", reasons.WAITING_FOR_RUNNING_JOB)
+    assert switch.message == "the CronJob is made once the run has finished"

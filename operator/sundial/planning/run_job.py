@@ -109,6 +109,13 @@ def run_job_name(scheduledjob_name: str, workflow_id: str, run_id: str) -> str:
     return f"{cronjob_name(scheduledjob_name)}-t{digest[:9]}"
 
 
+def is_run_job(scheduledjob_name: str, job_name: str) -> bool:
+    """The Job was made by Sundial's worker for one of the object's runs on temporal."""
+    prefix = f"{cronjob_name(scheduledjob_name)}-t"
+    rest = job_name.removeprefix(prefix)
+    return rest != job_name and len(rest) == 9 and all(c in "0123456789abcdef" for c in rest)
+
+
 def run_job_manifest(
     sj: ScheduledJob, name: str, scheduled: datetime, workflow_id: str, run_id: str
 ) -> dict[str, Any]:

@@ -97,6 +97,27 @@ def _with_switching(conditions: list[Condition], switch: Condition | None) -> li
     return conditions if switch is None else with_condition(conditions, switch)
 
 
+def waiting_for_run(sj: ScheduledJob, message: str, *, now: datetime) -> ScheduledJobStatus:
+    """A switch under Forbid whose new backend makes nothing yet: the run the old one
+    started is still going (planning/switching.py, WaitingForRun). Ready, with what it
+    waits for; Switching True, WaitingForRunningJob; no next runs until it has made its
+    own; the runs so far as they were."""
+    previous = sj.status
+    generation = sj.metadata.generation
+    ready = condition(previous.conditions, READY, "True", RECONCILED, message, now=now,
+                      generation=generation)  # fmt: skip
+    switch = switching(sj, previous.conditions, sj.spec.backend, waiting_for=message, now=now)
+    return previous.model_copy(
+        update={
+            "observed_generation": generation,
+            "backend": sj.spec.backend,
+            "backend_ref": None,
+            "next_run_times": [],
+            "conditions": _with_switching(with_condition(previous.conditions, ready), switch),
+        }
+    )
+
+
 def not_ready(
     sj: ScheduledJob,
     reason: str,

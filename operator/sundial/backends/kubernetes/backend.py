@@ -106,8 +106,17 @@ class KubernetesBackend:
         collector take it (its Jobs too)."""
 
     async def reconcile(self, p: Pass, prepared: None, *, hold: bool) -> Outcome:
-        """`hold` is never asked of a CronJob: no other backend's run is waited for."""
+        """`hold`: switching from temporal under Forbid while the last Temporal run's Job
+        is still going: the CronJob is made only once it has ended, so the first CronJob
+        run never overlaps the last Temporal one (slots in that wait are not run, as a
+        paused schedule's are not)."""
         key, sj, table, now = p.key, p.sj, p.table, p.now
+        if hold and not self.in_place(key, sj):
+            message = (
+                "the CronJob is made once the run the Temporal schedule started has "
+                "finished (concurrencyPolicy Forbid)"
+            )
+            return Outcome(st.waiting_for_run(sj, message, now=now), None, [])
         desired = cj.cronjob_manifest(sj)
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
         live = await self._owned_or_adopted(key, sj, desired, now)

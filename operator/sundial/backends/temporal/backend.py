@@ -61,7 +61,7 @@ from sundial.planning.missed import (
     temporal_requeue,
 )
 from sundial.planning.ownership import Ownership
-from sundial.planning.run_job import with_jobs
+from sundial.planning.run_job import is_run_job, with_jobs
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
@@ -130,7 +130,14 @@ class TemporalBackend:
         return TEMPORAL_FINALIZER in p.sj.metadata.finalizers
 
     def run_in_progress(self, key: Key) -> bool:
-        return False  # a CronJob's run never waits for a workflow (as before the switch)
+        """A job on temporal's run whose Job is still going (the CronJob of a switch to
+        kubernetes waits for it under Forbid). A workflow of the user's own is not waited
+        for: Sundial cannot tell what it runs."""
+        if self.cache is None:
+            return False
+        return any(
+            job.finished_at is None and is_run_job(key[1], job.name) for job in self.cache.jobs(key)
+        )
 
     async def judge_running(self, p: Pass) -> Outcome | None:
         return None  # a schedule left running is judged where it is (SpecProblem.observed)
