@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes import client
 
 from dashboard_history import EXPECTED_CELLS, EXPECTED_STATES, HISTORY, scheduledjob
 from sundial.dashboard import model, server
-from sundial.dashboard.source import Source, made
+from sundial.dashboard.source import made
 from sundial.dashboard.store import Store
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
@@ -293,45 +292,36 @@ def test_the_stream_says_hello_sends_the_snapshot_and_a_bad_filter_is_said() -> 
 
 
 def test_a_cluster_without_the_crd_is_said_on_the_page() -> None:
-    """An API server that answers 404 for sundial.dev (no CRD): the page's hello carries
-    the problem, in words that say what to install."""
+    """The API server's 404 for sundial.dev (no CRD) is a problem the page's hello
+    carries, in words that say what to install; a 403 says what rights to ask for."""
+    from kubernetes.client.exceptions import ApiException
 
-    async def apiserver(request: web.Request) -> web.Response:
-        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                  "message": "the server could not find the requested resource",
-                  "reason": "NotFound", "code": 404}  # fmt: skip
-        return web.json_response(status, status=404)
+    from sundial.dashboard.source import refusal_problem
+
+    no_crd = ApiException(status=404, reason="Not Found")
+    no_crd.body = '{"message": "the server could not find the requested resource"}'
+    name, message = refusal_problem(no_crd)
+    assert name == "crd"
+    assert "no ScheduledJob API" in message
+    assert "scheduledjobs.sundial.dev" in message
+    refused = ApiException(status=403, reason="Forbidden")
+    refused.body = '{"message": "scheduledjobs.sundial.dev is forbidden: User \\"ann\\""}'
+    forbidden, words = refusal_problem(refused)
+    assert forbidden == "forbidden"
+    assert "is forbidden" in words
 
     async def scenario() -> None:
-        fake = web.Application()
-        fake.router.add_route("*", "/{tail:.*}", apiserver)
-        api = TestServer(fake, host="127.0.0.1")
-        await api.start_server()
-        configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{api.port}"
         store = Store()
-        loop = asyncio.get_running_loop()
-        source = Source(store, lambda call, *args: loop.call_soon_threadsafe(call, *args),
-                        namespace=None, context_namespace="default",
-                        api_client=lambda: client.ApiClient(configuration))  # fmt: skip
-        source.start()
+        store.problem(name, message)
         test = await _client(store)
         try:
-            for _ in range(400):  # 20 s: the watch thread posts it
-                if "crd" in store.problems:
-                    break
-                await asyncio.sleep(0.05)
             seen = await _events(test, "", "snapshot")
             (problem,) = seen["hello"]["problems"]
-            assert problem["name"] == "crd"
-            assert "no ScheduledJob API" in problem["message"]
-            assert "scheduledjobs.sundial.dev" in problem["message"]
+            assert (problem["name"], problem["message"]) == ("crd", message)
             assert seen["snapshot"]["rows"] == []
             assert seen["hello"]["synced"] is False
         finally:
-            source.stop()
             await test.close()
-            await api.close()
 
     asyncio.run(scenario())
 

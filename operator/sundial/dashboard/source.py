@@ -131,17 +131,7 @@ class Source:
         api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, limit=1)
 
     def _refused(self, error: ApiException) -> None:
-        if error.status == 404:
-            self.post(self.store.problem, "crd", (
-                f"This cluster has no ScheduledJob API: the API server answered 404 for "
-                f"{GROUP}/{VERSION} {PLURAL}. Is Sundial installed? The CRD is {CRD} "
-                "(kubectl apply --server-side -f crds/). Checking again every few seconds."
-            ))  # fmt: skip
-        elif error.status in (401, 403):
-            self.post(self.store.problem, "forbidden", _forbidden(_reason(error)))
-        else:
-            self.post(self.store.problem, "unreachable", f"the API server said {error.status} "
-                      f"{error.reason}: {_reason(error)}")  # fmt: skip
+        self.post(self.store.problem, *refusal_problem(error))
 
     # ---- one watch per scope ----------------------------------------------------------
 
@@ -229,6 +219,20 @@ def made(obj: dict[str, Any]) -> tuple[Row, dict[str, Any]]:
         "status": obj.get("status") or {},
     }  # fmt: skip
     return model.row(kept), kept
+
+
+def refusal_problem(error: ApiException) -> tuple[str, str]:
+    """What the page says of a refused listing or watch, as (problem, message): no CRD
+    (404), no rights (401, 403), or the API server's own words."""
+    if error.status == 404:
+        return "crd", (
+            f"This cluster has no ScheduledJob API: the API server answered 404 for "
+            f"{GROUP}/{VERSION} {PLURAL}. Is Sundial installed? The CRD is {CRD} "
+            "(kubectl apply --server-side -f crds/). Checking again every few seconds."
+        )
+    if error.status in (401, 403):
+        return "forbidden", _forbidden(_reason(error))
+    return "unreachable", f"the API server said {error.status} {error.reason}: {_reason(error)}"
 
 
 def _forbidden(why: str) -> str:
