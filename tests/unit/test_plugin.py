@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 
 from sundial import plugin, timeline
 
@@ -165,47 +163,3 @@ def test_colour_only_where_the_terminal_takes_it(
     stream = io.StringIO()
     stream.isatty = lambda: tty  # type: ignore[method-assign]
     assert plugin.palette(choice, stream, environ).colour is colour
-
-
-class OneObject:
-    """What the verbs ask of a Session, answered from memory (no apiserver)."""
-
-    def __init__(self, obj: dict[str, Any]) -> None:
-        self.obj, self.namespace, self.all_namespaces = obj, "shop", False
-
-    def get(self, name: str) -> dict[str, Any]:
-        assert name == self.obj["metadata"]["name"]
-        return self.obj
-
-    def list(self) -> list[dict[str, Any]]:
-        return [self.obj]
-
-
-@pytest.mark.parametrize("output", ["json", "yaml"])
-def test_output_json_and_yaml_are_the_object_unchanged(
-    output: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    obj = with_runs("nightly")
-    args = plugin.parser().parse_args(["status", "nightly", "-o", output, "--color", "always"])
-    assert plugin.status(OneObject(obj), args) == 0  # type: ignore[arg-type]
-    printed = capsys.readouterr().out
-    loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
-    assert loaded == obj
-    assert "\x1b[" not in printed
-    args = plugin.parser().parse_args(["list", "-o", output, "--color", "always"])
-    assert plugin.list_verb(OneObject(obj), args) == 0  # type: ignore[arg-type]
-    printed = capsys.readouterr().out
-    loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
-    assert loaded == {"apiVersion": "v1", "kind": "List", "items": [obj]}
-
-
-def test_status_and_list_verbs_print_the_timeline(capsys: pytest.CaptureFixture[str]) -> None:
-    obj = with_runs("nightly")
-    args = plugin.parser().parse_args(["status", "nightly", "--color", "never"])
-    assert plugin.status(OneObject(obj), args) == 0  # type: ignore[arg-type]
-    assert "  Timeline:  +Cx|" in capsys.readouterr().out
-    args = plugin.parser().parse_args(["list", "--color", "always"])
-    assert plugin.list_verb(OneObject(obj), args) == 0  # type: ignore[arg-type]
-    printed = capsys.readouterr().out
-    assert "\x1b[1;31mx\x1b[0m" in printed
-    assert printed.count("oldest to newest") == 1

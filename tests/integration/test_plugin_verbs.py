@@ -1,0 +1,80 @@
+"""kubectl sundial status and list against the real apiserver: the timeline drawn from the
+status as the server holds it, colour only when asked, and -o json|yaml the object as it
+is. The object is in a shard no test operator serves, so its status is the test's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from support import Kubectl, in_shard
+
+pytestmark = pytest.mark.cluster
+
+
+def plugin(kubectl: Kubectl, namespace: str, *args: str) -> str:
+    """`kubectl sundial ...`, as a user runs it (kubectl finds the installed plugin)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = subprocess.run(
+        [str(kubectl.binary), "sundial", *args, "--kubeconfig", str(kubectl.kubeconfig),
+         "-n", namespace],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def with_runs(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    manifest = in_shard({
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": "nightly", "namespace": namespace},
+        "spec": {"schedule": "0 3 * * *", "timeZone": "UTC", "job": {"image": "busybox"},
+                 "monitoring": {"maxRunDuration": "30m"}},
+    }, "plugin-verbs-unserved")  # fmt: skip
+    status = {
+        "lastResult": "Failed",
+        "nextRunTimes": ["2026-12-04T03:00:00Z"],
+        "recentRuns": [
+            {"scheduledTime": "2026-12-03T03:00:00Z", "result": "Failed", "durationSeconds": 2700},
+            {"scheduledTime": "2026-12-01T03:00:00Z", "result": "Succeeded", "durationSeconds": 4},
+        ],
+        "recentMissedRuns": [{"scheduledTime": "2026-12-02T03:00:00Z", "reason": "ControllerDown"}],
+    }  # fmt: skip
+    return manifest, status
+
+
+def test_status_and_list_draw_the_timeline_and_output_the_object_unchanged(
+    kubectl: Kubectl, namespace: str, crd_installed: None
+) -> None:
+    manifest, status = with_runs(namespace)
+    kubectl.apply(manifest)
+    kubectl.run("patch", "scheduledjob", "nightly", "-n", namespace, "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
+    on_server = kubectl.get("scheduledjob", "nightly", namespace)
+    assert on_server is not None
+
+    assert "  Timeline:  +Cx|" in plugin(kubectl, namespace, "status", "nightly", "--color",
+                                         "never")  # fmt: skip
+    listed = plugin(kubectl, namespace, "list", "--color", "always")
+    assert "\x1b[1;31mx\x1b[0m" in listed
+    assert listed.count("oldest to newest") == 1
+
+    for output in ("json", "yaml"):
+        printed = plugin(kubectl, namespace, "status", "nightly", "-o", output, "--color",
+                         "always")  # fmt: skip
+        loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
+        assert loaded["status"] == on_server["status"]
+        assert loaded["spec"] == on_server["spec"]
+        assert "\x1b[" not in printed
+        printed = plugin(kubectl, namespace, "list", "-o", output, "--color", "always")
+        loaded = json.loads(printed) if output == "json" else yaml.safe_load(printed)
+        assert loaded["kind"] == "List"
+        assert [item["metadata"]["uid"] for item in loaded["items"]] == [
+            on_server["metadata"]["uid"]]  # fmt: skip
