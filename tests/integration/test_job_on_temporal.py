@@ -360,3 +360,34 @@ def test_overlap_skips_in_temporal_and_a_deleted_object_takes_its_run_along(
         ended = parse_time(earlier["status"].get("completionTime"))
         assert ended is not None, "a second Job while the first still ran"
         assert parse_time(later["metadata"]["creationTimestamp"]) >= ended - timedelta(seconds=1)
+
+
+def test_a_run_no_worker_takes_up_says_so_and_runs_once_one_does(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
+) -> None:  # fmt: skip
+    """What a Temporal user cannot see: a run Temporal started that waits for a worker.
+    With the worker stopped, the run shows WorkerUnavailable after startGrace; a worker
+    back takes it up, and it runs, once."""
+    kubectl.apply(job_on_temporal("orphan", namespace, script_job(stack.images["busybox"],
+                                  "exit 0"), monitoring={"startGrace": "10s"}))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "orphan", namespace).get("backendRef"),
+               what="the schedule")  # fmt: skip
+    sundial_worker.stop()
+    try:
+        run_now(kubectl, "orphan", namespace)
+
+        def waiting() -> dict[str, Any]:
+            runs = sj_status(kubectl, "orphan", namespace).get("recentRuns", [])
+            assert runs, "no run yet"
+            assert runs[-1].get("reason") == "WorkerUnavailable", runs[-1]
+            return dict(runs[-1])
+
+        run = eventually(waiting, timeout=90, what="the run waiting for a worker")
+        assert run["result"] == "Running", run
+        assert owned_jobs(kubectl, namespace, "orphan") == []
+    finally:
+        sundial_worker.start()
+    ended = eventually(lambda: ended_run(kubectl, "orphan", namespace), timeout=RUN_SECONDS,
+                       what="the run, taken up by the worker back")  # fmt: skip
+    assert ended["result"] == "Succeeded", ended
+    assert created_jobs(stack, namespace) == [ended["jobName"]]
