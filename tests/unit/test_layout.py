@@ -17,3 +17,11 @@ def test_standard_operator_module_is_the_stdlib_one() -> None:
     import operator
 
     assert hasattr(operator, "itemgetter")
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    """pytest imports test modules by basename (no packages under tests/): two of one name
+    stop the whole run at collection, on a clean checkout."""
+    tests = Path(__file__).resolve().parents[1]
+    names = [path.name for path in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
