@@ -1,0 +1,128 @@
+"""A container job on temporal beside the same job on a CronJob (issue 27), on the real
+local stack with its node (never a timed test):
+
+    python bench/job_on_temporal.py --objects 10 --slots 4
+
+`--objects` ScheduledJobs per backend run busybox `sleep 2` every minute for `--slots`
+minute slots: half as CronJobs, half as Temporal Schedules whose runs Sundial's worker
+(a real `python -m sundial worker`) makes. Reported, per backend: each run's start latency
+(its nominal time to its container's start, as the kubelet recorded it) as median and
+worst; for the worker: CPU seconds and RSS over the window, and its requests to the
+apiserver per run (its client's request lines in its DEBUG log) and to Temporal (the
+schedule's describe per run; the SDK's own task polls are long polls, not per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
+
+from observe import Process  # noqa: E402
+
+from localstack import LocalStack  # noqa: E402
+from localstack.sundial_setup import default_connection_manifest  # noqa: E402
+from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, parse_time  # noqa: E402
+
+NAMESPACE = "bench-jobs"
+SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def scheduledjob(name: str, backend: str, image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"backend": backend, "schedule": "* * * * *", "concurrencyPolicy": "Forbid",
+                 "successfulRunsHistoryLimit": 10,
+                 "job": {"image": image, "command": ["sh", "-c", "sleep 2"],
+                         "ttlSecondsAfterFinished": 3600}},
+    }  # fmt: skip
+
+
+def latencies(kubectl: Kubectl, since: datetime) -> dict[str, list[float]]:
+    """Start latency in seconds per backend, of the runs of slots at or after `since`."""
+    jobs = json.loads(kubectl.run("get", "jobs", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    pods = json.loads(kubectl.run("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    started: dict[str, datetime] = {}
+    for pod in pods:
+        job = pod["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name")
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            state = status.get("state") or {}
+            moment = (state.get("running") or state.get("terminated") or {}).get("startedAt")
+            if job and moment:
+                at = parse_time(moment)
+                if at is not None:
+                    started[job] = min(started.get(job, at), at)
+    found: dict[str, list[float]] = {"kubernetes": [], "temporal": []}
+    for job in jobs:
+        meta = job["metadata"]
+        nominal = parse_time(meta.get("annotations", {}).get(SCHEDULED))
+        if nominal is None or nominal < since or meta["name"] not in started:
+            continue
+        backend = "temporal" if "sundial.dev/workflow-id" in meta["annotations"] else "kubernetes"
+        found[backend].append((started[meta["name"]] - nominal).total_seconds())
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--objects", type=int, default=10, help="per backend")
+    parser.add_argument("--slots", type=int, default=4)
+    args = parser.parse_args()
+    with LocalStack(node=True) as stack:
+        kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
+        kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
+        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
+        kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
+        kubectl.run("create", "namespace", NAMESPACE)
+        operator = OperatorProcess.on(stack, "bench-jobs", log_level="INFO")
+        worker = OperatorProcess.on(stack, "bench-worker", args=("worker",))
+        operator.start()
+        worker.start()
+        time.sleep(5)
+        assert worker.proc is not None
+        process = Process(worker.proc.pid)
+        image = stack.images["busybox"]
+        documents = [
+            scheduledjob(f"{backend[0]}-{i}", backend, image)
+            for backend in ("kubernetes", "temporal")
+            for i in range(args.objects)
+        ]
+        kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+        now = datetime.now(UTC)
+        first = now.replace(second=0, microsecond=0) + timedelta(minutes=2)
+        time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds()))
+        cpu_before, log_before = process.cpu_seconds(), len(worker.log_text().splitlines())
+        time.sleep(args.slots * 60 + 30)
+        cpu = process.cpu_seconds() - cpu_before
+        rss = process.memory_mib()
+        lines = worker.log_text().splitlines()[log_before:]
+        api_requests = sum(1 for line in lines if "urllib3.connectionpool" in line
+                           and " HTTP/1.1\" " in line)  # fmt: skip
+        found = latencies(kubectl, first)
+        runs = len(found["temporal"])
+        report = {
+            "objects_per_backend": args.objects, "slots": args.slots,
+            **{f"{backend}_start_latency_s": {
+                "runs": len(values),
+                "median": round(statistics.median(values), 2) if values else None,
+                "max": round(max(values), 2) if values else None,
+            } for backend, values in found.items()},
+            "worker_cpu_seconds": round(cpu, 2), "worker_rss_mib": round(rss, 1),
+            "worker_apiserver_requests_per_run": round(api_requests / runs, 1) if runs else None,
+        }  # fmt: skip
+        print(json.dumps(report, indent=2))
+        worker.stop()
+        operator.stop()
+
+
+if __name__ == "__main__":
+    main()
