@@ -325,12 +325,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
     (
         "temporal-with-neither",
         {"backend": "temporal", "job": None},
-        "backend: temporal needs exactly one of spec.job",
-    ),
-    (
-        "temporal-with-both",
-        {"backend": "temporal", "workflow": {"type": "w", "taskQueue": "q"}},
-        "backend: temporal needs exactly one of spec.job",
+        "backend: temporal needs spec.job",
     ),
     (
         "bad-duration",

@@ -23,7 +23,7 @@ from sundial.backends.protocol import Pass
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.watchcache import WatchCache
-from support import Kubectl, audit_events, eventually
+from support import Kubectl, audit_events, eventually, in_shard
 
 pytestmark = pytest.mark.cluster
 
@@ -91,12 +91,13 @@ def scheduledjob(kubectl: Kubectl, namespace: str, **job: Any) -> ScheduledJob:
     """A ScheduledJob on the server (its CronJob's owner: the garbage collector would take a
     CronJob whose owner does not exist), as the server holds it. Its schedule fires once
     a year, so the CronJob controller leaves the CronJob alone during the test."""
-    kubectl.apply({
+    # In a shard no operator serves: the session's operator would make its CronJob too.
+    kubectl.apply(in_shard({
         "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
         "metadata": {"name": NAME, "namespace": namespace},
         "spec": {"schedule": "0 0 1 1 *", "timeZone": "UTC",
                  "job": {"image": "registry.example/app:1", **job}},
-    })  # fmt: skip
+    }, "read-your-writes"))  # fmt: skip
     body = kubectl.get("scheduledjob", NAME, namespace)
     assert body is not None
     return ScheduledJob.model_validate(body)

@@ -19,11 +19,13 @@ from in_process import operator_graph
 from localstack import LocalStack
 from sundial.kube import KubeClient, load_api_client
 from sundial.workqueue import WorkQueue
-from support import Kubectl, audit_events, kubernetes_scheduledjob
+from support import SHARD_LABEL, Kubectl, audit_events, in_shard, kubernetes_scheduledjob
 
 pytestmark = pytest.mark.cluster
 
 NAME = "invoices"
+SHARD = "status-echo"
+SELECTOR = f"{SHARD_LABEL}={SHARD}"
 Key = tuple[str, str]  # namespace, name
 
 
@@ -80,8 +82,10 @@ async def created(kubectl: Kubectl, server: KubeClient, memo: kopf.Memo, namespa
     """The ScheduledJob applied, and its ADDED event through the handler (into the cache).
     Made after the graph's first listing, so its workers never run a pass of it: the test
     runs the one pass (the work queue would never run two of one object at once)."""
-    await asyncio.to_thread(kubectl.apply, kubernetes_scheduledjob(
-        NAME, namespace, {"image": "app:1"}, schedule="0 3 * * *", timeZone="UTC"))  # fmt: skip
+    # In a shard only this graph serves: the session's operator would write its status too.
+    await asyncio.to_thread(kubectl.apply, in_shard(kubernetes_scheduledjob(
+        NAME, namespace, {"image": "app:1"}, schedule="0 3 * * *", timeZone="UTC"),
+        SHARD))  # fmt: skip
     body = await server.read_scheduledjob(namespace, NAME)
     assert body is not None
     await event(memo, "ADDED", body)
@@ -98,7 +102,7 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
     key = (namespace, NAME)
 
     async def scenario() -> tuple[int, int, int, int]:
-        async with operator_graph(kubeconfig, namespace) as graph:
+        async with operator_graph(kubeconfig, namespace, label_selector=SELECTOR) as graph:
             memo = handler_memo(graph)
             reconciler, queue = graph.reconciler, memo.queue
             await created(kubectl, server, memo, namespace)
@@ -143,7 +147,7 @@ def test_the_echo_of_a_status_write_arriving_before_its_answer_needs_no_pass(
     key = (namespace, NAME)
 
     async def scenario() -> tuple[bool, list[Key]]:
-        async with operator_graph(kubeconfig, namespace) as graph:
+        async with operator_graph(kubeconfig, namespace, label_selector=SELECTOR) as graph:
             memo = handler_memo(graph)
             await created(kubectl, server, memo, namespace)
             relay.latency(1.5, "answer")

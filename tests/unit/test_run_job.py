@@ -43,6 +43,8 @@ OWN = "sundial/shop/reports"
         (scheduledjob(backend="kubernetes"), OWN, rj.NOT_A_JOB_ON_TEMPORAL),  # switched away
         (scheduledjob(job=None, workflow={"type": "W", "taskQueue": "q"}), OWN,
          rj.NOT_A_JOB_ON_TEMPORAL),
+        # With a workflow of the user's own beside it, the workflow runs, not the job.
+        (scheduledjob(workflow={"type": "W", "taskQueue": "q"}), OWN, rj.NOT_A_JOB_ON_TEMPORAL),
     ],
 )  # fmt: skip
 def test_which_runs_the_worker_acts_on(

@@ -406,12 +406,14 @@ class ScheduledJobSpec(ApiModel):
     job: JobSpec | None = Field(
         default=None,
         description="The container job that runs, on either backend (on temporal, Sundial's "
-        "worker runs it: no workflow of your own). Exactly one of job and workflow on "
-        "temporal.",
+        "worker runs it: no workflow of your own). kubernetes needs it; temporal needs it "
+        "or workflow.",
     )
     workflow: WorkflowSpec | None = Field(
         default=None,
-        description="Your own workflow, run by your own worker (temporal only; instead of job).",
+        description="Your own workflow type, run by your own worker, on backend temporal: "
+        "set, it runs instead of job (kept beside job, it makes a flip of backend one "
+        "field); ignored on kubernetes.",
     )
     monitoring: MonitoringSpec | None = Field(
         default=None,
@@ -438,15 +440,9 @@ class ScheduledJobSpec(ApiModel):
                     "backend: kubernetes needs spec.job (an image or a template)",
                 ),
                 _cel(
-                    "self.backend != 'temporal' || has(self.workflow) != has(self.job)",
-                    "backend: temporal needs exactly one of spec.job (a container Sundial's "
-                    "worker runs) and spec.workflow (your own workflow type and taskQueue)",
-                ),
-                _cel(
-                    "self.backend == 'temporal' || !has(self.workflow)",
-                    "workflow is only supported with backend: temporal; on kubernetes set "
-                    "spec.job (a container)",
-                    fieldPath=".workflow",
+                    "self.backend != 'temporal' || has(self.workflow) || has(self.job)",
+                    "backend: temporal needs spec.job (a container Sundial's worker runs) "
+                    "or spec.workflow (your own workflow type and taskQueue)",
                 ),
                 _cel(
                     "self.backend != 'temporal' || !has(self.startingDeadlineSeconds) || "

@@ -65,6 +65,13 @@ class Refusal:
     message: str
 
 
+def runs_on_worker(sj: ScheduledJob) -> bool:
+    """Sundial's worker runs this object's job: backend temporal with spec.job and no
+    spec.workflow (a workflow of the user's own runs instead when there is one)."""
+    spec = sj.spec
+    return spec.backend == "temporal" and spec.workflow is None and spec.job is not None
+
+
 def refusal(
     reference: JobReference,
     sj: ScheduledJob | None,
@@ -91,7 +98,7 @@ def refusal(
             f"ScheduledJob {reference.namespace}/{reference.name} (uid {reference.uid}) is "
             "gone; nothing was created",
         )
-    if sj.spec.backend != "temporal" or sj.spec.job is None:
+    if not runs_on_worker(sj):
         return Refusal(
             NOT_A_JOB_ON_TEMPORAL,
             f"ScheduledJob {reference.namespace}/{reference.name} no longer runs a job on "

@@ -61,7 +61,7 @@ from sundial.planning.missed import (
     temporal_requeue,
 )
 from sundial.planning.ownership import Ownership
-from sundial.planning.run_job import is_run_job, with_jobs
+from sundial.planning.run_job import is_run_job, runs_on_worker, with_jobs
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
@@ -247,7 +247,7 @@ class TemporalBackend:
         observed, seen_actions, unseen = await observe_all_runs(
             self.temporal, sj, prepared.connection, description
         )
-        if sj.spec.job is not None and self.cache is not None:
+        if runs_on_worker(sj) and self.cache is not None:
             cache = self.cache
             observed = with_jobs(
                 sj.metadata.name, observed,
