@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronjob_judging import judged as judged_by_backend
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
-from sundial.planning.cronjob_evidence import accounting, beyond_cache, cache_evidence, running
-from sundial.planning.missed import judge_kubernetes, timetable_hash
+from sundial.planning.missed import timetable_hash
 from sundial.watchcache import WatchCache
 
 M0 = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
@@ -95,19 +95,8 @@ def judged(
         cache.put_job(job)
     for job in seen_then_gone:
         cache.remove_job(job)
-    live = cronjob(policy)
-    found = running(scheduledjob(), live)
-    assert found is not None
-    sj, table = found
-    accounting_ = accounting(sj, live, NOW)
-    by_cache = cache_evidence(
-        sj, live, cache.jobs(OWNER), cache.seen_slots(OWNER), cache.watching_since
-    )
-    judgement = judge_kubernetes(table, sj.spec, accounting_, by_cache, NOW)
-    if judgement.needs_confirmation:
-        assert judgement.new_runs == []  # no miss by the cache alone
-        confirmed = beyond_cache(by_cache, "invoices", jobs, messages)
-        judgement = judge_kubernetes(table, sj.spec, accounting_, confirmed, NOW)
+    judgement = judged_by_backend(cache, scheduledjob(), cronjob(policy), NOW, jobs, messages)
+    assert judgement is not None
     return [(run.scheduled_time, run.reason) for run in judgement.new_runs]
 
 

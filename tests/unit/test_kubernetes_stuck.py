@@ -10,12 +10,13 @@ from typing import Any
 
 from kubernetes import client
 
+from cronjob_judging import judged
 from sundial.api.models import ScheduledJob, ScheduledJobSpec
 from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient
-from sundial.planning.cronjob_evidence import accounting, beyond_cache, cache_evidence, running
-from sundial.planning.missed import Judgement, judge_kubernetes, timetable_hash
+from sundial.planning.cronjob_evidence import running
+from sundial.planning.missed import Judgement, timetable_hash
 from sundial.watchcache import WatchCache
 
 NOW = datetime(2026, 12, 4, 10, 2, 30, tzinfo=UTC)
@@ -81,19 +82,7 @@ def judged_as_running(
     the spec is stuck: by the schedule that CronJob runs, from the watch cache; a slot that
     looks missed there after a look beyond it that finds nothing more (no other Job, no
     Event of the controller). None when nothing is in place to judge."""
-    found = running(sj, live)
-    if live is None or found is None:
-        return None
-    as_running, table = found
-    accounting_ = accounting(as_running, live, NOW)
-    evidence = cache_evidence(
-        as_running, live, cache.jobs(OWNER), cache.seen_slots(OWNER), cache.watching_since
-    )
-    judgement = judge_kubernetes(table, as_running.spec, accounting_, evidence, NOW)
-    if judgement.needs_confirmation:
-        evidence = beyond_cache(evidence, "invoices", [], [])
-        judgement = judge_kubernetes(table, as_running.spec, accounting_, evidence, NOW)
-    return judgement
+    return judged(cache, sj, live, NOW, [], [])
 
 
 def at_watermark(sj: ScheduledJob, watermark: datetime) -> ScheduledJob:
