@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from plugin_samples import with_runs
 from support import Kubectl, in_shard
 
 pytestmark = pytest.mark.cluster
@@ -31,29 +31,12 @@ def plugin(kubectl: Kubectl, namespace: str, *args: str) -> str:
     return done.stdout
 
 
-def with_runs(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    manifest = in_shard({
-        "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": "nightly", "namespace": namespace},
-        "spec": {"schedule": "0 3 * * *", "timeZone": "UTC", "job": {"image": "busybox"},
-                 "monitoring": {"maxRunDuration": "30m"}},
-    }, "plugin-verbs-unserved")  # fmt: skip
-    status = {
-        "lastResult": "Failed",
-        "nextRunTimes": ["2026-12-04T03:00:00Z"],
-        "recentRuns": [
-            {"scheduledTime": "2026-12-03T03:00:00Z", "result": "Failed", "durationSeconds": 2700},
-            {"scheduledTime": "2026-12-01T03:00:00Z", "result": "Succeeded", "durationSeconds": 4},
-        ],
-        "recentMissedRuns": [{"scheduledTime": "2026-12-02T03:00:00Z", "reason": "ControllerDown"}],
-    }  # fmt: skip
-    return manifest, status
-
-
 def test_status_and_list_draw_the_timeline_and_output_the_object_unchanged(
     kubectl: Kubectl, namespace: str, crd_installed: None
 ) -> None:
-    manifest, status = with_runs(namespace)
+    manifest = with_runs("nightly", namespace)
+    status = manifest.pop("status")
+    in_shard(manifest, "plugin-verbs-unserved")  # no operator writes its status but the test
     kubectl.apply(manifest)
     kubectl.run("patch", "scheduledjob", "nightly", "-n", namespace, "--subresource=status",
                 "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from plugin_samples import with_runs
 from sundial import plugin, timeline
 
 
@@ -75,22 +76,6 @@ def test_python_dash_m_runs_the_command_line() -> None:
 
 NOW = datetime(2026, 12, 4, 0, 47, tzinfo=UTC)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def with_runs(name: str, namespace: str = "shop") -> dict[str, Any]:
-    obj = scheduledjob("UTC")
-    obj["metadata"] = {"name": name, "namespace": namespace}
-    obj["spec"]["monitoring"] = {"maxRunDuration": "30m"}
-    obj["status"] = {
-        "lastResult": "Failed",
-        "nextRunTimes": ["2026-12-04T03:00:00Z"],
-        "recentRuns": [
-            {"scheduledTime": "2026-12-03T03:00:00Z", "result": "Failed", "durationSeconds": 2700},
-            {"scheduledTime": "2026-12-01T03:00:00Z", "result": "Succeeded", "durationSeconds": 4},
-        ],
-        "recentMissedRuns": [{"scheduledTime": "2026-12-02T03:00:00Z", "reason": "ControllerDown"}],
-    }  # fmt: skip
-    return obj
 
 
 def test_status_draws_the_timeline_before_the_details() -> None:
