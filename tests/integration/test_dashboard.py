@@ -16,14 +16,8 @@ the README.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +35,7 @@ from dashboard_history import (
     write_history,
     write_status,
 )
+from dashboard_page import dashboard, keep, rows, tip
 from localstack import LocalStack
 from localstack.pki import write_kubeconfig
 from support import (
@@ -48,7 +43,6 @@ from support import (
     OperatorProcess,
     TemporalSide,
     eventually,
-    free_port,
     fresh_namespace,
     temporal_scheduledjob,
 )
@@ -57,68 +51,6 @@ pytestmark = pytest.mark.cluster
 
 VIEWER = "sundial-dashboard-viewer"
 NOBODY = "sundial-dashboard-nobody"
-
-
-@contextmanager
-def dashboard(kubeconfig: Path, log: Path, *args: str) -> Iterator[str]:
-    """`kubectl-sundial dashboard` as a user starts it; its URL once it answers."""
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sundial.plugin", "--kubeconfig", str(kubeconfig),
-             "dashboard", "--port", str(port), *args],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        eventually(lambda: _answers(url, process), timeout=30, what="the dashboard answers")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
-    assert "Traceback" not in log.read_text(), log.read_text()
-
-
-def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
-    assert process.poll() is None, f"the dashboard exited {process.returncode}"
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return bool(answer.status == 200)
-    except (urllib.error.URLError, ConnectionError):
-        return False
-
-
-def rows(browser: Browser) -> dict[str, dict[str, Any]]:
-    """The rows drawn: per name, its state, its cells' kinds, its marks, its next runs."""
-    found: dict[str, dict[str, Any]] = browser.evaluate("""(() => {
-        const out = {};
-        for (const row of document.querySelectorAll('#rows .row')) {
-          out[row.querySelector('.n').textContent] = {
-            key: row.dataset.key, state: row.dataset.state,
-            cells: [...row.querySelectorAll('.cell')].map((c) => c.dataset.kind),
-            marks: [...row.querySelectorAll('.mark')].map((m) => m.dataset.mark),
-            next: row.querySelectorAll('.next').length,
-          };
-        }
-        return out;
-    })()""")
-    return found
-
-
-def tip(browser: Browser, selector: str, waiting_for: str) -> str:
-    browser.hover(selector)
-    text: str = browser.wait_for(
-        f"(() => {{ const t = document.getElementById('tip'); return !t.hidden && "
-        f"t.textContent.includes({json.dumps(waiting_for)}) && t.textContent; }})()"
-    )
-    return text
-
-
-def keep(shot: Path) -> None:
-    target = os.environ.get("SUNDIAL_DASHBOARD_IMAGES")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(target) / shot.name)
 
 
 @pytest.mark.timeout(420)

@@ -11,8 +11,9 @@ minute-aligned slots instead of eight minutes per case.
                   comes back at M6+20s, the controller at M6+30s and starts `dropped`'s
                   M6 slot. An operator of its own serving two more jobs (UnwatchedOutage)
                   is SIGKILLed at M4+20s and started only after the controller's return:
-                  the outage it did not watch is judged from the evidence left
-    M7            checked at M7+20s
+                  the outage it did not watch is judged from the evidence left;
+                  then the dashboard is opened in a real browser on this history
+    M7            checked at M7+20s; the page has drawn M7's run as it ended
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from __future__ import annotations
 import signal
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cdp import Browser
+from dashboard_page import dashboard, keep, rows, tip
 from localstack import LocalStack
 from support import (
+    Background,
     Kubectl,
     OperatorProcess,
     eventually,
@@ -88,8 +93,9 @@ def iso(moment: datetime) -> str:
 
 @pytest.mark.timeout(900)  # one eight-minute timeline of real slots
 def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
-    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str
-) -> None:
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
     busybox = stack.images["busybox"]
 
     def sj(name: str, **spec: Any) -> dict[str, Any]:
@@ -104,6 +110,8 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     kubectl.apply(sj("late", startingDeadlineSeconds=60))
     kubectl.apply(sj(STUCK, concurrencyPolicy="Forbid"))
     kubectl.apply(sj("paused", suspend=True))
+    kubectl.apply(sj(FAILING, job=no_retry_job(busybox, f"echo '{FAILING_SAYS}' > "
+                                               "/dev/termination-log; exit 3")))  # fmt: skip
     unwatched = UnwatchedOutage(stack, kubectl, namespace)
     try:
         unwatched.start()
@@ -158,9 +166,11 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
             stack.faults.restart("kube-controller-manager")
             unwatched.up = datetime.now(UTC)
         unwatched.judged(m4, m5, m6, slots=[m1, m2, m3, m4, m5, m6, m7])
+        page = Background(lambda: the_page_draws_the_real_history(stack, tmp_path))
 
         # The controller starts only `dropped`'s most recent slot, M6; M7 runs on time.
         wait_until(m7 + timedelta(seconds=20))
+        page.join(PAGE_SECONDS)
     finally:
         unwatched.stop()
     dropped = status(kubectl, "dropped")
@@ -197,6 +207,60 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     next_run = metrics[sample("sundial_next_run_timestamp_seconds", name="dropped", **labels)]
     assert next_run > datetime.now(UTC).timestamp()
     assert metrics[sample("sundial_reconciles_total", result="ok")] > 0
+
+
+# ---- the dashboard on this history (issue 31) ---------------------------------------------
+
+FAILING = "failing"
+FAILING_SAYS = "no input for today"
+# Opened after the outage is judged (about M6+40s): the first look, then a run ending
+# (M6's, started late, or M7's) drawn with no reload; a minute more on a loaded machine.
+PAGE_SECONDS = 150
+
+
+def the_page_draws_the_real_history(stack: LocalStack, workdir: Path) -> None:
+    """`kubectl sundial dashboard` in headless Chromium on the real node's history: runs
+    that succeeded, a run that failed (its reason and its container's words on hover),
+    slots missed while the controller manager was down (ControllerDown, DeadlineExceeded),
+    slots skipped beside a run that never ends; then a run that ends is drawn live."""
+    with (
+        dashboard(stack.kubeconfig, stack.log_dir / "dashboard-real-node.log") as url,
+        Browser.start(workdir) as browser,
+    ):
+        browser.goto(f"{url}?ns={NAMESPACE}")
+        browser.wait_for("document.documentElement.dataset.synced === '1'")
+        drawn = rows(browser)
+        assert {"healthy", "late", STUCK, "paused", FAILING, "dropped", "deadline"} <= set(drawn)
+        for name, kinds in {
+            "healthy": {"succeeded", "missed"},
+            STUCK: {"skipped", "running"},
+            FAILING: {"failed", "missed"},
+            "dropped": {"missed"},
+            "deadline": {"missed"},
+        }.items():
+            assert kinds <= set(drawn[name]["cells"]), (name, drawn[name])
+        assert drawn[FAILING]["state"] == "failing", drawn[FAILING]
+        assert drawn["paused"]["state"] == "suspended", drawn["paused"]
+        assert drawn["paused"]["cells"] == [], "a suspended job ran or missed nothing"
+
+        def row(name: str) -> str:
+            return f'.row[data-key="{NAMESPACE}/{name}"]'
+
+        said = tip(browser, f'{row(FAILING)} .cell[data-kind="failed"]', "BackoffLimitExceeded")
+        assert FAILING_SAYS in said, said
+        tip(browser, f'{row("dropped")} .cell[data-kind="missed"]', "ControllerDown")
+        tip(browser, f'{row("deadline")} .cell[data-kind="missed"]', "DeadlineExceeded")
+        tip(browser, f'{row(STUCK)} .cell[data-kind="skipped"]', "OverlapSkipped")
+        browser.hover("h1")
+
+        # Live: a run of healthy's ends (M6's, started late, or M7's) and is drawn, no reload.
+        loaded = browser.evaluate("window.sundial.loadedAt")
+        succeeded = drawn["healthy"]["cells"].count("succeeded")
+        eventually(lambda: rows(browser)["healthy"]["cells"].count("succeeded") > succeeded,
+                   timeout=PAGE_SECONDS - 30, what="a run ended, on the open page")  # fmt: skip
+        assert browser.evaluate("window.sundial.loadedAt") == loaded, "the page was reloaded"
+        keep(browser.screenshot(stack.log_dir / "dashboard-real-node.png"))
+        assert browser.errors() == []
 
 
 # ---- an outage the operator did not watch (issue 25, defect 16) ---------------------------
