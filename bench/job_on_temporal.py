@@ -2,14 +2,19 @@
 local stack with its node (never a timed test):
 
     python bench/job_on_temporal.py --objects 10 --slots 4
+    python bench/job_on_temporal.py --objects 10 --slots 5 --mix 980   # 1,000 on temporal
 
 `--objects` ScheduledJobs per backend run busybox `sleep 2` every minute for `--slots`
 minute slots: half as CronJobs, half as Temporal Schedules whose runs Sundial's worker
-(a real `python -m sundial worker`) makes. Reported, per backend: each run's start latency
-(its nominal time to its container's start, as the kubelet recorded it) as median and
-worst; for the worker: CPU seconds and RSS over the window, and its requests to the
-apiserver per run (its client's request lines in its DEBUG log) and to Temporal (the
-schedule's describe per run; the SDK's own task polls are long polls, not per run).
+(a real `python -m sundial worker`) makes. `--mix N` adds N more jobs on temporal on a
+realistic mix (mix_schedule: most daily, a quarter hourly, a few every 15 minutes, each at
+its own minute), all Ready before the window, so that the worker is measured beside a
+thousand schedules, with the runs of theirs that fall in the window. Reported, per
+backend: each run's start latency (its nominal time to its container's start, as the
+kubelet recorded it) as median and worst; for the worker: CPU seconds and RSS over the
+window, and its requests to the apiserver per run (its client's request lines in its
+DEBUG log) and to Temporal (the schedule's describe per run; the SDK's own task polls are
+long polls, not per run).
 """
 
 from __future__ import annotations
@@ -47,6 +52,30 @@ def scheduledjob(name: str, backend: str, image: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def mix_schedule(i: int) -> str:
+    """The i-th quiet job's schedule: 70 % daily, 25 % hourly, 5 % every 15 minutes, at a
+    minute (and hour) of its own, spread the way teams pick them."""
+    minute, hour = (i * 37) % 60, (i * 7) % 24
+    kind = i % 20
+    if kind == 0:
+        return f"{minute % 15}/15 * * * *"
+    if kind <= 5:
+        return f"{minute} * * * *"
+    return f"{minute} {hour} * * *"
+
+
+def ready_count(kubectl: Kubectl) -> int:
+    items = json.loads(kubectl.run("get", "scheduledjobs", "-n", NAMESPACE, "-o", "json").stdout)[
+        "items"
+    ]
+    return sum(
+        1
+        for item in items
+        if any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in item.get("status", {}).get("conditions", []))
+    )  # fmt: skip
+
+
 def latencies(kubectl: Kubectl, since: datetime) -> dict[str, list[float]]:
     """Start latency in seconds per backend, of the runs of slots at or after `since`."""
     jobs = json.loads(kubectl.run("get", "jobs", "-n", NAMESPACE, "-o", "json").stdout)["items"]
@@ -76,6 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=10, help="per backend")
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--mix", type=int, default=0, help="more jobs on temporal, mixed")
     args = parser.parse_args()
     with LocalStack(node=True) as stack:
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
@@ -96,7 +126,18 @@ def main() -> None:
             for backend in ("kubernetes", "temporal")
             for i in range(args.objects)
         ]
-        kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+        for i in range(args.mix):
+            quiet = scheduledjob(f"m-{i}", "temporal", image)
+            quiet["spec"]["schedule"] = mix_schedule(i)
+            documents.append(quiet)
+        for start in range(0, len(documents), 200):
+            batch = documents[start : start + 200]
+            kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in batch))
+        applied = time.monotonic()
+        while ready_count(kubectl) < len(documents):
+            time.sleep(5)
+        ready_after = time.monotonic() - applied
+        rss_ready = process.memory_mib()
         now = datetime.now(UTC)
         first = now.replace(second=0, microsecond=0) + timedelta(minutes=2)
         time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds()))
@@ -111,6 +152,8 @@ def main() -> None:
         runs = len(found["temporal"])
         report = {
             "objects_per_backend": args.objects, "slots": args.slots,
+            "mixed_temporal_objects": args.mix, "all_ready_after_s": round(ready_after, 1),
+            "worker_rss_mib_when_ready": round(rss_ready, 1),
             **{f"{backend}_start_latency_s": {
                 "runs": len(values),
                 "median": round(statistics.median(values), 2) if values else None,

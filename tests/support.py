@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -47,15 +48,25 @@ T = TypeVar("T")
 DEADLINE = 60.0
 
 
+# Ports handed out, below the kernel's ephemeral range (32768 and up on Linux): a port
+# the kernel picked for bind(0) can be taken by any outgoing connection before the
+# server that was given it binds, and scenarios that start several processes at once
+# met that (Address already in use). Never the same port twice in one test run.
+_PORTS = range(20000, 32000)
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port(following: int = 0) -> int:
     """A free port, and the `following` ports after it free too (the local stack puts a
     server's second listener on the next port, Temporal's on the next four)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
-        if port + following <= 65535 and all(_free(port + n) for n in range(1, following + 1)):
-            return port
+    with _handing_out:
+        while True:
+            port = random.choice(_PORTS)
+            wanted = range(port, port + following + 1)
+            if _handed_out.isdisjoint(wanted) and all(_free(n) for n in wanted):
+                _handed_out.update(wanted)
+                return port
 
 
 def _free(port: int) -> bool:

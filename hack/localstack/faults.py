@@ -32,6 +32,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from .relay import Relay
 if TYPE_CHECKING:
     from .stack import LocalStack
 
+_APPLYING = threading.Lock()
 FAULT_LABEL = "sundial.dev/fault"
 FAULTED_GROUP = "sundial:faulted"
 # Above the apiserver's own schemas for its controllers and probes (1-200), below
@@ -98,7 +100,10 @@ class Faults:
     def _apply(self, *documents: dict[str, Any]) -> None:
         for document in documents:
             document.setdefault("metadata", {}).setdefault("labels", {})[FAULT_LABEL] = "true"
-        self.kubectl("apply", "-f", "-", stdin="\n---\n".join(map(json.dumps, documents)))
+        # One at a time: tests set faults up from concurrent scenarios, and two client-side
+        # applies of a new object race (the second create says AlreadyExists).
+        with _APPLYING:
+            self.kubectl("apply", "-f", "-", stdin="\n---\n".join(map(json.dumps, documents)))
 
     def _delete(self, *refs: str) -> None:
         self.kubectl("delete", "--ignore-not-found", "--wait=false", *refs)

@@ -40,6 +40,7 @@ MISSED_GLYPHS: Final = {
     "CatchupWindowExceeded": "W",
     "BufferDropped": "B",
     "TooManyMissed": "M",
+    reasons.WORKER_UNAVAILABLE: "U",
 }
 MISSED_OTHER: Final = "!"
 RESULT_KINDS: Final[dict[str, Kind]] = {
@@ -162,11 +163,14 @@ def slots(
 ) -> list[Cell]:
     """Runs and missed or skipped slots, one cell each, oldest first: the `limit` newest,
     then a suspension (if any) as a last cell at `now`."""
+    missed = {(miss.scheduled_time, miss.reason) for miss in status.recent_missed_runs}
     cells = [
         Cell(RESULT_KINDS.get(run.result, "unknown"),
              GLYPHS[RESULT_KINDS.get(run.result, "unknown")], run.scheduled_time,
              _run_detail(run.result, run.reason), run)
         for run in status.recent_runs
+        # A run no worker took up in time never ran: its slot's missed cell stands for it.
+        if (run.scheduled_time, run.reason) not in missed
     ]  # fmt: skip
     for miss in status.recent_missed_runs:
         approx = " (approximate)" if miss.approximate else ""

@@ -1,18 +1,27 @@
 """A container job on temporal (issue 27): `backend: temporal` with `spec.job`. The
 Temporal Schedule starts Sundial's RunJob workflow; Sundial's worker (a real process,
 `python -m sundial worker`) makes the Job on the real node, waits for it and reports its
-outcome. Runs are started with run-now requests (a trigger of the object's own schedule)
-so no test waits for a minute boundary; ground truth is the apiserver's audit log and
-Temporal's own record of the workflow."""
+outcome. Most runs are started with run-now requests (a trigger of the object's own
+schedule) so that few tests wait for a slot; ground truth is the apiserver's audit log and
+Temporal's own record of the workflows.
+
+Every scenario starts with the module, each in a namespace of its own, so that their waits
+overlap (the flip's minute slots are the longest); each test joins its own scenario. The
+two that stop or kill a worker run their own worker and operator (a shard, a schedule-id
+prefix, a task queue of their own), so no other scenario's run meets that fault."""
 
 from __future__ import annotations
 
 import itertools
 import signal
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +30,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.service import RPCError
 
 from localstack import LocalStack
+from sundial.planning.run_job import run_job_name
 from support import (
     Background,
     Kubectl,
@@ -29,7 +39,9 @@ from support import (
     audit_events,
     conditions_of,
     eventually,
+    faulted_operator,
     fresh_namespace,
+    in_shard,
     namespace_name,
     no_retry_job,
     owned_jobs,
@@ -40,10 +52,12 @@ from support import (
 pytestmark = pytest.mark.cluster
 
 RUN_JOB = "sundial.RunJob"
+SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 TASK_QUEUE = "sundial/jobs"  # the default schedule id prefix's (worker_task_queue)
 # A run on the node: the worker takes it up, the kubelet pulls nothing (images are local),
 # the Pod runs; generous for a loaded 2-core machine.
 RUN_SECONDS = 120
+HEARTBEAT_TIMEOUT_SECONDS = 30  # sundial.worker.workflows.HEARTBEAT_TIMEOUT
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +70,54 @@ def sundial_worker(stack: LocalStack, operator: OperatorProcess) -> Iterator[Ope
     worker.stop()
 
 
+SCENARIO_SECONDS = 480  # the longest, the flip: M1 up to 80 s away, three slots, settling
+
+
 @pytest.fixture(scope="module")
-def flip(
-    stack: LocalStack, kubectl: Kubectl, sundial_worker: OperatorProcess
-) -> Iterator[Background]:
-    """The flip scenario (minute slots), started with the module's first test so that its
-    waits overlap the others'; `test_flipping_backend...` joins it."""
-    with fresh_namespace(kubectl, namespace_name("flip-backend")) as namespace:
-        running = Background(partial(flip_scenario, stack, kubectl, namespace))
+def scenarios(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide,
+    sundial_worker: OperatorProcess, request: pytest.FixtureRequest,
+) -> Iterator[dict[str, Background]]:  # fmt: skip
+    """The selected tests' scenarios, all started at once, each in a namespace of its own,
+    so that their waits (minute slots, runs on the node, a worker's outage) overlap; each
+    test joins its own. The two that stop or kill a worker have one of their own."""
+    selected = [item.callspec.params["scenario"] for item in request.session.items
+                if item.originalname == "test_job_on_temporal"]  # fmt: skip
+    with ExitStack() as namespaces:
+        made = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
+                for test in selected}  # fmt: skip
+        running = {test: Background(partial(SCENARIOS[test], stack, kubectl, temporal, ns))
+                   for test, ns in made.items()}  # fmt: skip
         yield running
-        running.thread.join(FLIP_SECONDS)
+        for background in running.values():  # before their namespaces go
+            background.thread.join(SCENARIO_SECONDS)
+
+
+@contextmanager
+def own_worker(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, shard: str,
+    worker_kubeconfig: Path | None = None, **settings: str,
+) -> Iterator[tuple[OperatorProcess, str]]:  # fmt: skip
+    """A worker of its own, and an operator serving `shard` (objects made in_shard) with
+    schedule ids, hence a task queue, of their own (`<shard>/`): a worker stopped or
+    killed here takes no other scenario's run. Its objects are deleted before the
+    operator stops (their finalizers are its)."""
+    prefix = f"{shard}/"
+    operator = faulted_operator(stack, shard, shard, user=f"sundial-{shard}",
+                                schedule_id_prefix=prefix, **settings)  # fmt: skip
+    worker = OperatorProcess.on(stack, f"{shard}-worker", args=("worker",),
+                                schedule_id_prefix=prefix, **settings)  # fmt: skip
+    if worker_kubeconfig is not None:
+        worker.env["KUBECONFIG"] = str(worker_kubeconfig)
+    operator.start()
+    worker.start()
+    try:
+        yield worker, shard
+    finally:
+        kubectl.run("delete", "scheduledjobs", "--all", "-n", namespace, "--timeout=90s",
+                    check=False)  # fmt: skip
+        worker.stop()
+        operator.stop()
 
 
 def job_on_temporal(name: str, namespace: str, job: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -95,10 +147,7 @@ def script_job(busybox: str, script: str) -> dict[str, Any]:
     return {"image": busybox, "command": ["sh", "-c", script], "ttlSecondsAfterFinished": 3600}
 
 
-def test_a_container_job_runs_on_temporal_and_reports_like_any_run(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-    temporal: TemporalSide, flip: Background,
-) -> None:  # fmt: skip
+def outcomes(stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str) -> None:
     busybox = stack.images["busybox"]
     kubectl.apply(job_on_temporal("ok", namespace, script_job(
         busybox, "echo 'all 3 reports written' > /dev/termination-log")))  # fmt: skip
@@ -145,10 +194,9 @@ def test_a_container_job_runs_on_temporal_and_reports_like_any_run(
     )
 
 
-def test_a_run_of_sundials_workflow_not_started_by_the_schedule_creates_nothing(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-    temporal: TemporalSide,
-) -> None:  # fmt: skip
+def forged_runs(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
     """Access to Temporal is never the right to run Pods: a RunJob started by hand, with a
     true reference to a real ScheduledJob, makes no Job and fails saying why; so does one
     that claims the schedule started it (its search attribute), where Temporal accepts
@@ -199,15 +247,27 @@ def created_jobs(stack: LocalStack, namespace: str) -> list[str]:
     ]
 
 
+def deleted_jobs(stack: LocalStack, namespace: str) -> list[str]:
+    """The Jobs deleted in `namespace` by anyone but the garbage collector and TTL
+    controller (the audit log: their users are the controllers')."""
+    return [
+        event["objectRef"]["name"]
+        for event in audit_events(stack.log_dir / "audit.log")
+        if event.get("verb") == "delete"
+        and event.get("objectRef", {}).get("resource") == "jobs"
+        and event.get("objectRef", {}).get("namespace") == namespace
+        and event.get("responseStatus", {}).get("code") in (200, 202)
+    ]
+
+
 def job_gone(kubectl: Kubectl, namespace: str, name: str) -> bool:
     result = kubectl.run("get", "job", "-n", namespace, name, "--ignore-not-found", "-o", "name")
     return not result.stdout.strip()
 
 
-def test_a_run_temporal_ends_takes_its_job_and_pods_along(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-    temporal: TemporalSide,
-) -> None:  # fmt: skip
+def ended_by_temporal(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
     """A run cancelled by hand, or terminated by the overlap policy (Replace), deletes its
     Job, and with it its Pods: neither outlives the other."""
     busybox = stack.images["busybox"]
@@ -238,30 +298,127 @@ def test_a_run_temporal_ends_takes_its_job_and_pods_along(
     assert not job_gone(kubectl, namespace, made[0]), "the running run's Job was deleted"
 
 
-def test_a_worker_killed_mid_run_leaves_one_job_waited_on_again(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-) -> None:  # fmt: skip
-    kubectl.apply(job_on_temporal("steady", namespace, script_job(stack.images["busybox"],
-                                                                 "sleep 25")))  # fmt: skip
-    eventually(lambda: sj_status(kubectl, "steady", namespace).get("backendRef"),
+def worker_killed(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """A worker SIGKILLed while it waits on a run's Job: restarted, it (or another) waits on
+    the same Job again, and the run ends with it; one Job made. A worker of the scenario's
+    own, so the kill reaches no other scenario's run."""
+    with own_worker(stack, kubectl, namespace, "worker-killed") as (worker, shard):
+        kubectl.apply(in_shard(job_on_temporal("steady", namespace, script_job(
+            stack.images["busybox"], "sleep 25")), shard))  # fmt: skip
+        eventually(lambda: sj_status(kubectl, "steady", namespace).get("backendRef"),
+                   what="the schedule")  # fmt: skip
+        run_now(kubectl, "steady", namespace)
+        eventually(lambda: owned_jobs(kubectl, namespace, "steady"), timeout=RUN_SECONDS,
+                   what="the run's Job")  # fmt: skip
+        worker.signal(signal.SIGKILL)
+        worker.start()
+        run = eventually(lambda: ended_run(kubectl, "steady", namespace), timeout=RUN_SECONDS,
+                         what="the run, waited on by the restarted worker")  # fmt: skip
+        assert run["result"] == "Succeeded", run
+        assert created_jobs(stack, namespace) == [run["jobName"]]
+
+
+def worker_stalled(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """The worker's connection to Temporal stalls (a relay holds every byte) for longer
+    than the wait's heartbeat timeout while its run's Job runs, and its connections to the
+    apiserver are reset every ten seconds: Temporal times the wait's
+    attempt out and retries it; when the stall ends the old attempt learns it is gone
+    (its heartbeat: not found) and the new one waits on the same Job. The Job is not
+    deleted (the run is not over: Temporal's own record says so), the run succeeds, and one
+    Job was made (the audit log)."""
+    relay = stack.faults.temporal_relay("worker-stall")
+    api = stack.faults.apiserver_relay("worker-stall-api")
+    kubeconfig = stack.faults.kubeconfig("sundial-worker-stall-worker", via=api)
+    connection = {
+        "apiVersion": "sundial.dev/v1alpha1", "kind": "ClusterTemporalConnection",
+        "metadata": {"name": "worker-stall"},
+        "spec": {"address": relay.address, "namespace": "default", "namespaceSelector": {}},
+    }  # fmt: skip
+    kubectl.apply(connection)
+    try:
+        with own_worker(stack, kubectl, namespace, "worker-stall", worker_kubeconfig=kubeconfig,
+                        default_connection="worker-stall") as (_, shard):  # fmt: skip
+            kubectl.apply(in_shard(job_on_temporal("stalled", namespace, script_job(
+                stack.images["busybox"], "sleep 45")), shard))  # fmt: skip
+            eventually(lambda: sj_status(kubectl, "stalled", namespace).get("backendRef"),
+                       what="the schedule")  # fmt: skip
+            run_now(kubectl, "stalled", namespace)
+            (job,) = eventually(lambda: owned_jobs(kubectl, namespace, "stalled"),
+                                timeout=RUN_SECONDS, what="the run's Job")  # fmt: skip
+            with relay.stalled():
+                # Its reads of the Job meanwhile: connections reset under them.
+                for _ in range(4):
+                    time.sleep((HEARTBEAT_TIMEOUT_SECONDS + 10) / 4)
+                    api.cut()
+            run = eventually(lambda: ended_run(kubectl, "stalled", namespace),
+                             timeout=RUN_SECONDS, what="the run, after the stall")  # fmt: skip
+            assert run["result"] == "Succeeded", run
+            assert created_jobs(stack, namespace) == [job["metadata"]["name"]]
+            assert deleted_jobs(stack, namespace) == [], "the running run's Job was deleted"
+            handle = temporal.client.get_workflow_handle(run["workflowId"])
+            described = temporal.run(lambda: handle.describe())
+            assert described.status == WorkflowExecutionStatus.COMPLETED
+    finally:
+        kubectl.run("delete", "clustertemporalconnection", "worker-stall", "--wait=false",
+                    check=False)  # fmt: skip
+
+
+def backfill_and_suspend(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """The day-2 verbs, unchanged: a backfill of a container job's last three hourly slots
+    is three Jobs, one for each slot (the audit log), listed as backfilled, never late or
+    missed; suspend with a note pauses the schedule with it."""
+    kubectl.apply(job_on_temporal("hourly", namespace, script_job(stack.images["busybox"],
+                                  "exit 0"), schedule="0 * * * *"))  # fmt: skip
+    eventually(lambda: sj_status(kubectl, "hourly", namespace).get("backendRef"),
                what="the schedule")  # fmt: skip
-    run_now(kubectl, "steady", namespace)
-    eventually(lambda: owned_jobs(kubectl, namespace, "steady"), timeout=RUN_SECONDS,
-               what="the run's Job")  # fmt: skip
-    sundial_worker.signal(signal.SIGKILL)
-    sundial_worker.start()
-    run = eventually(lambda: ended_run(kubectl, "steady", namespace), timeout=RUN_SECONDS,
-                     what="the run, waited on by the restarted worker")  # fmt: skip
-    assert run["result"] == "Succeeded", run
-    assert created_jobs(stack, namespace) == [run["jobName"]]
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    slots = [end - timedelta(hours=hours) for hours in (2, 1, 0)]
+    kubectl.run("annotate", "--overwrite", "-n", namespace, "scheduledjob/hourly",
+                f"sundial.dev/backfill=three;{iso_slot(slots[0] - timedelta(minutes=30))};"
+                f"{iso_slot(end + timedelta(seconds=1))}")  # fmt: skip
+
+    def backfilled() -> list[dict[str, Any]]:
+        runs = [r for r in sj_status(kubectl, "hourly", namespace).get("recentRuns", [])
+                if r.get("requested") == "Backfill/three" and "completionTime" in r]  # fmt: skip
+        assert len(runs) == len(slots), runs
+        return runs
+
+    runs = eventually(backfilled, timeout=RUN_SECONDS, what="three backfilled runs ended")
+    assert sorted(r["scheduledTime"] for r in runs) == [iso_slot(slot) for slot in slots]
+    assert all(r["result"] == "Succeeded" and "late" not in r for r in runs), runs
+    made = created_jobs(stack, namespace)
+    assert sorted(made) == sorted(r["jobName"] for r in runs), made
+    by_slot = sorted(parse_time(j["metadata"]["annotations"][SCHEDULED])
+                     for j in owned_jobs(kubectl, namespace, "hourly"))  # fmt: skip
+    assert by_slot == slots
+    status = sj_status(kubectl, "hourly", namespace)
+    assert not status.get("missedRuns"), status
+    request = next(r for r in status["requests"] if r["id"] == "three")
+    assert (request["outcome"], request["runsRequested"]) == ("Done", 3), request
+
+    suspend = '{"spec": {"suspend": true, "suspendNote": "db migration, ask #data"}}'
+    kubectl.run("patch", "scheduledjob", "hourly", "-n", namespace, "--type=merge", "-p", suspend)
+    schedule_id = status["backendRef"]["scheduleId"]
+
+    def paused_with_the_note() -> bool:
+        described = temporal.run(lambda: temporal.client.get_schedule_handle(
+            schedule_id).describe())  # fmt: skip
+        state = described.schedule.state
+        return state.paused and "db migration, ask #data" in (state.note or "")
+
+    eventually(paused_with_the_note, timeout=60, what="the schedule paused with the note")
 
 
-# The flip's worst case: M1 up to 80 s away, three slots, each switch's settling.
-FLIP_SECONDS = 420
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
 
-def flip_scenario(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
+def flip(stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str) -> None:
     """kubernetes -> temporal -> kubernetes with the same job across minute boundaries:
     M1 by the CronJob, M2 by Temporal through the worker, M3 by the CronJob again, each
     slot one Job, nothing made and deleted in between (the audit log)."""
@@ -310,22 +467,20 @@ def flip_scenario(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
     assert sorted(created_jobs(stack, namespace)) == sorted(names.values())
 
 
-@pytest.mark.timeout(FLIP_SECONDS + 60)
-def test_flipping_backend_with_the_same_job_runs_each_slot_once(flip: Background) -> None:
-    flip.join(FLIP_SECONDS)
-
-
-def test_overlap_skips_in_temporal_and_a_deleted_object_takes_its_run_along(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-    temporal: TemporalSide,
-) -> None:  # fmt: skip
+def overlap_and_deletion(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
     """Forbid is Temporal's skip: a run that outlasts the interval makes the next actions
-    skipped, counted as OverlapSkipped, and no second Job while it runs. Deleting the
+    skipped, counted as OverlapSkipped, and no second Job while it runs. BufferOne: the
+    next slot waits and starts as soon as the run ends; the ones after it are skipped. Deleting the
     object mid-run takes its Job, its Pods and its schedule along."""
     busybox = stack.images["busybox"]
     kubectl.apply(job_on_temporal("skipping", namespace, script_job(busybox, "sleep 45"),
                                   schedule=None, interval={"every": "20s"},
                                   concurrencyPolicy="Forbid"))  # fmt: skip
+    kubectl.apply(job_on_temporal("buffering", namespace, script_job(busybox, "sleep 30"),
+                                  schedule=None, interval={"every": "12s"},
+                                  concurrencyPolicy="BufferOne"))  # fmt: skip
     kubectl.apply(job_on_temporal("doomed", namespace, script_job(busybox, "sleep 300")))
     eventually(lambda: sj_status(kubectl, "doomed", namespace).get("backendRef"),
                what="the schedule")  # fmt: skip
@@ -361,33 +516,207 @@ def test_overlap_skips_in_temporal_and_a_deleted_object_takes_its_run_along(
         assert ended is not None, "a second Job while the first still ran"
         assert parse_time(later["metadata"]["creationTimestamp"]) >= ended - timedelta(seconds=1)
 
+    # BufferOne: the slot that came while a run went is started as soon as it ends (not at
+    # a later slot), one Job at a time; the slots after it are skipped.
+    def buffered() -> tuple[dict[str, Any], dict[str, Any]]:
+        made = sorted(owned_jobs(kubectl, namespace, "buffering"),
+                      key=lambda j: j["metadata"]["creationTimestamp"])  # fmt: skip
+        assert len(made) >= 2, "one run so far"
+        assert made[0]["status"].get("completionTime"), "the first still runs"
+        return made[0], made[1]
 
-def test_a_run_no_worker_takes_up_says_so_and_runs_once_one_does(
-    stack: LocalStack, kubectl: Kubectl, namespace: str, sundial_worker: OperatorProcess,
-) -> None:  # fmt: skip
+    first, second = eventually(buffered, timeout=RUN_SECONDS, what="buffering's second run")
+    ended = parse_time(first["status"]["completionTime"])
+    made_at = parse_time(second["metadata"]["creationTimestamp"])
+    slot = parse_time(second["metadata"]["annotations"][SCHEDULED])
+    assert ended is not None
+    assert made_at is not None
+    assert slot is not None
+    # Not before the first ended; soon after (the worker looks every 5 s).
+    assert ended - timedelta(seconds=1) <= made_at <= ended + timedelta(seconds=30), (
+        "the buffered run did not follow the first", ended, made_at)  # fmt: skip
+    # Its slot is older than one interval: the buffered slot, not a fresh one.
+    assert made_at - slot > timedelta(seconds=12), ("it was not buffered", slot, made_at)
+    # The slots beyond the one buffered are Temporal's overlap skips (its own counter),
+    # and Sundial's skippedRuns.
+    buffering_id = sj_status(kubectl, "buffering", namespace)["backendRef"]["scheduleId"]
+
+    def skipped_in_temporal() -> int:
+        described = temporal.run(lambda: temporal.client.get_schedule_handle(
+            buffering_id).describe())  # fmt: skip
+        return described.info.num_actions_skipped_overlap
+
+    eventually(skipped_in_temporal, timeout=60, what="BufferOne's extra slots skipped")
+    eventually(lambda: sj_status(kubectl, "buffering", namespace).get("skippedRuns"),
+               timeout=60, what="the skips counted")  # fmt: skip
+
+
+# The catch-up pair's slots: while the worker is down (OUTAGE seconds), Temporal starts
+# runs that wait; "within" may wait ten minutes, "beyond" ten seconds.
+EVERY_SECONDS = 15
+OUTAGE_SECONDS = 50
+WITHIN, BEYOND = "catchup-within", "catchup-beyond"
+
+
+def worker_outage(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
     """What a Temporal user cannot see: a run Temporal started that waits for a worker.
     With the worker stopped, the run shows WorkerUnavailable after startGrace; a worker
-    back takes it up, and it runs, once."""
-    kubectl.apply(job_on_temporal("orphan", namespace, script_job(stack.images["busybox"],
-                                  "exit 0"), monitoring={"startGrace": "10s"}))  # fmt: skip
-    eventually(lambda: sj_status(kubectl, "orphan", namespace).get("backendRef"),
-               what="the schedule")  # fmt: skip
-    sundial_worker.stop()
+    back takes it up, and it runs, once. The catch-up window (startingDeadlineSeconds)
+    holds for a worker as for Temporal's scheduler: runs that waited past it are not run,
+    and their slots are missed (WorkerUnavailable); within it they run late, not missed."""
+    with own_worker(stack, kubectl, namespace, "worker-outage") as (worker, shard):
+        busybox = stack.images["busybox"]
+        kubectl.apply(in_shard(job_on_temporal("orphan", namespace, script_job(
+            busybox, "exit 0"), monitoring={"startGrace": "10s"}), shard))  # fmt: skip
+        for name, window in ((WITHIN, 600), (BEYOND, 10)):
+            kubectl.apply(in_shard(job_on_temporal(
+                name, namespace, script_job(busybox, "exit 0"), schedule=None,
+                interval={"every": f"{EVERY_SECONDS}s"}, concurrencyPolicy="Allow",
+                startingDeadlineSeconds=window,
+                monitoring={"startGrace": "10s", "recentRunsLimit": 30},
+            ), shard))  # fmt: skip
+        for name in ("orphan", WITHIN, BEYOND):
+            eventually(lambda name=name: sj_status(kubectl, name, namespace).get("backendRef"),
+                       what=f"{name}'s schedule")  # fmt: skip
+        worker.stop()
+        down = datetime.now(UTC)
+        try:
+            run_now(kubectl, "orphan", namespace)
+
+            def waiting() -> dict[str, Any]:
+                runs = sj_status(kubectl, "orphan", namespace).get("recentRuns", [])
+                assert runs, "no run yet"
+                assert runs[-1].get("reason") == "WorkerUnavailable", runs[-1]
+                return dict(runs[-1])
+
+            run = eventually(waiting, timeout=90, what="the run waiting for a worker")
+            assert run["result"] == "Running", run
+            assert owned_jobs(kubectl, namespace, "orphan") == []
+            wait_until(down + timedelta(seconds=OUTAGE_SECONDS))
+        finally:
+            worker.start()
+        up = datetime.now(UTC)
+        ended = eventually(lambda: ended_run(kubectl, "orphan", namespace), timeout=RUN_SECONDS,
+                           what="the run, taken up by the worker back")  # fmt: skip
+        assert ended["result"] == "Succeeded", ended
+        made = created_jobs(stack, namespace)
+        assert [job for job in made if job.startswith("orphan-")] == [ended["jobName"]]
+
+        # Temporal's own record of the runs started while no worker was there.
+        def outage_runs(name: str) -> dict[str, Any]:
+            listed = schedule_runs(temporal, f"{shard}/{namespace}/{name}")
+            return {wid: run for wid, run in listed.items()
+                    if down < run.start_time < up - timedelta(seconds=15)}  # fmt: skip
+
+        beyond = eventually(lambda: settled(outage_runs(BEYOND), 2), timeout=RUN_SECONDS,
+                            what="beyond's outage runs ended")  # fmt: skip
+        within = eventually(lambda: settled(outage_runs(WITHIN), 2), timeout=RUN_SECONDS,
+                            what="within's outage runs ended")  # fmt: skip
+        made = created_jobs(stack, namespace)
+        for wid, run in beyond.items():
+            assert run.status == WorkflowExecutionStatus.FAILED, (wid, run.status)
+            assert failure_type(temporal, wid) == "WorkerUnavailable", wid
+            assert run_job_name(BEYOND, wid, run.run_id) not in made, "a run past the window ran"
+        for wid, run in within.items():
+            assert run.status == WorkflowExecutionStatus.COMPLETED, (wid, run.status)
+            assert made.count(run_job_name(WITHIN, wid, run.run_id)) == 1, wid
+
+        # Sundial's status says the same: beyond's slots missed with the reason, once each;
+        # within's runs late, none missed.
+        slots = {iso_slot(run.scheduled) for run in beyond.values()}
+
+        def beyond_missed() -> set[str]:
+            status = sj_status(kubectl, BEYOND, namespace)
+            missed = {m["scheduledTime"] for m in status.get("recentMissedRuns", [])
+                      if m["reason"] == "WorkerUnavailable"}  # fmt: skip
+            assert slots <= missed, (slots, missed)
+            return missed
+
+        missed = eventually(beyond_missed, timeout=60, what="beyond's slots missed")
+        status = sj_status(kubectl, BEYOND, namespace)
+        assert status["missedRuns"] == len(missed), status
+        said = {(e["involvedObject"]["name"], e["reason"]) for e in kubectl.events(namespace)}
+        assert (BEYOND, "RunMissed") in said, said
+        assert not status.get("consecutiveFailures"), "a run that never ran is no failure"
+
+        def within_ran_late() -> list[dict[str, Any]]:
+            runs = {r.get("workflowId"): r for r in sj_status(kubectl, WITHIN, namespace).get(
+                "recentRuns", [])}  # fmt: skip
+            shown = [runs.get(wid) or {} for wid in within]
+            assert all(r.get("result") == "Succeeded" and r.get("late") for r in shown), shown
+            return shown
+
+        eventually(within_ran_late, timeout=60, what="within's outage runs succeeded, late")
+        assert not sj_status(kubectl, WITHIN, namespace).get("missedRuns")
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    run_id: str
+    status: WorkflowExecutionStatus | None
+    start_time: datetime
+    scheduled: datetime
+
+
+def schedule_runs(temporal: TemporalSide, schedule_id: str) -> dict[str, ScheduleRun]:
+    """The workflows a schedule started, as Temporal lists them."""
+    query = f'TemporalScheduledById = "{schedule_id}"'
+
+    async def listing() -> dict[str, ScheduleRun]:
+        found: dict[str, ScheduleRun] = {}
+        async for execution in temporal.client.list_workflows(query):
+            scheduled = execution.typed_search_attributes.get(SCHEDULED_START_TIME)
+            found[execution.id] = ScheduleRun(execution.run_id, execution.status,
+                                              execution.start_time, scheduled or
+                                              execution.start_time)  # fmt: skip
+        return found
+
+    return temporal.run(listing)
+
+
+def settled(runs: dict[str, ScheduleRun], at_least: int) -> dict[str, ScheduleRun]:
+    assert len(runs) >= at_least, f"{len(runs)} runs in the outage"
+    going = [wid for wid, run in runs.items() if run.status == WorkflowExecutionStatus.RUNNING]
+    assert not going, going
+    return runs
+
+
+def failure_type(temporal: TemporalSide, workflow_id: str) -> str:
     try:
-        run_now(kubectl, "orphan", namespace)
+        temporal.run(lambda: temporal.client.get_workflow_handle(workflow_id).result())
+    except WorkflowFailureError as error:
+        return str(getattr(error.cause, "type", None) or error.cause)
+    return "completed"
 
-        def waiting() -> dict[str, Any]:
-            runs = sj_status(kubectl, "orphan", namespace).get("recentRuns", [])
-            assert runs, "no run yet"
-            assert runs[-1].get("reason") == "WorkerUnavailable", runs[-1]
-            return dict(runs[-1])
 
-        run = eventually(waiting, timeout=90, what="the run waiting for a worker")
-        assert run["result"] == "Running", run
-        assert owned_jobs(kubectl, namespace, "orphan") == []
-    finally:
-        sundial_worker.start()
-    ended = eventually(lambda: ended_run(kubectl, "orphan", namespace), timeout=RUN_SECONDS,
-                       what="the run, taken up by the worker back")  # fmt: skip
-    assert ended["result"] == "Succeeded", ended
-    assert created_jobs(stack, namespace) == [ended["jobName"]]
+def iso_slot(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def wait_until(moment: datetime) -> None:
+    delay = (moment - datetime.now(UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+
+
+# ---- the test: one per scenario, each joins its own ------------------------------------
+
+SCENARIOS: dict[str, Callable[[LocalStack, Kubectl, TemporalSide, str], None]] = {
+    "a_container_job_runs_on_temporal_and_reports_like_any_run": outcomes,
+    "a_run_of_sundials_workflow_not_started_by_the_schedule_creates_nothing": forged_runs,
+    "a_run_temporal_ends_takes_its_job_and_pods_along": ended_by_temporal,
+    "a_worker_killed_mid_run_leaves_one_job_waited_on_again": worker_killed,
+    "a_worker_cut_off_from_temporal_past_the_heartbeat_leaves_its_job_running": worker_stalled,
+    "backfill_and_suspend_with_a_note_work_on_a_job_on_temporal": backfill_and_suspend,
+    "flipping_backend_with_the_same_job_runs_each_slot_once": flip,
+    "overlap_skip_buffer_one_and_a_deleted_object_taking_its_run_along": overlap_and_deletion,
+    "a_run_no_worker_takes_up_says_so_and_the_catchup_window_holds": worker_outage,
+}
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_job_on_temporal(scenario: str, scenarios: dict[str, Background]) -> None:
+    scenarios[scenario].join(SCENARIO_SECONDS)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sundial.api.models import ScheduledJob
+from sundial.api.models import ScheduledJob, ScheduledJobStatus
 from sundial.planning import run_job as rj
-from sundial.planning.runs import ObservedRun
+from sundial.planning.runs import ObservedRun, limits, run_history
 from sundial.planning.summaries import PodsEnded
 from sundial.planning.temporal_schedule import desired_definition, run_job_timeout
 
@@ -152,7 +152,7 @@ def test_a_run_no_worker_took_up_within_the_start_grace_says_so() -> None:
 @pytest.mark.parametrize(
     ("reason", "result"),
     [("DeadlineExceeded", "TimedOut"), ("JobDeleted", "Cancelled"),
-     ("BackoffLimitExceeded", "Failed")],
+     ("BackoffLimitExceeded", "Failed"), ("WorkerUnavailable", "Cancelled")],
 )  # fmt: skip
 def test_a_failed_runs_result_is_read_as_a_cronjobs_job_would_be(reason: str, result: str) -> None:
     failed = ObservedRun(scheduled_time=SLOT, result="Failed", reason=reason, workflow_id="wf",
@@ -168,3 +168,54 @@ def test_the_workers_jobs_are_told_from_the_cronjobs_and_requested_ones() -> Non
     assert not rj.is_run_job("reports", "reports-29012345")  # the CronJob controller's
     assert not rj.is_run_job("reports", "reports-r0123456789"[:18])  # a run-now's
     assert not rj.is_run_job("other", name)
+
+
+def test_a_run_no_worker_took_up_within_the_catchup_window_is_not_run() -> None:
+    """The window is startingDeadlineSeconds (Temporal's catch-up window), counted from
+    when Temporal started the run, not from its slot: a backfill of last week starts now."""
+    started = SLOT + timedelta(seconds=3)
+    windowed = scheduledjob(startingDeadlineSeconds=60)
+    assert rj.too_late(windowed, started, started + timedelta(seconds=60)) is None
+    late = rj.too_late(windowed, started, started + timedelta(seconds=61))
+    assert late is not None
+    assert late.reason == "WorkerUnavailable"
+    assert "startingDeadlineSeconds: 60s" in late.message
+    assert "waited 61s" in late.message
+    # No window set: Temporal's own default (a year), as the schedule has.
+    assert rj.too_late(scheduledjob(), started, started + timedelta(days=364)) is None
+    assert rj.too_late(scheduledjob(), started, started + timedelta(days=366)) is not None
+
+
+def test_a_run_not_taken_up_in_time_is_its_slot_missed_once() -> None:
+    """What the operator records: the run, Cancelled with the worker's reason (no failure
+    streak), and its slot missed with that reason; an ordinary cancel is no miss."""
+    dropped = ObservedRun(scheduled_time=SLOT, result="Failed", reason="WorkerUnavailable",
+                          message="no Sundial worker took this run up", workflow_id="wf",
+                          run_id="r1", start_time=SLOT, completion_time=SLOT)  # fmt: skip
+    cancelled = ObservedRun(scheduled_time=SLOT + timedelta(days=1), result="Failed",
+                            reason="JobDeleted", workflow_id="wf2", run_id="r2",
+                            start_time=SLOT, completion_time=SLOT)  # fmt: skip
+    shown = rj.with_jobs("reports", [dropped, cancelled], lambda _: None, made=set(),
+                         start_grace=timedelta(seconds=60), now=SLOT)  # fmt: skip
+    history = run_history(ScheduledJobStatus(), shown, limits(scheduledjob().spec), SLOT,
+                          complete=False)  # fmt: skip
+    assert history.consecutive_failures == 0
+    misses = rj.worker_misses(history.newly_finished)
+    assert [(m.scheduled_time, m.reason) for m in misses] == [(SLOT, "WorkerUnavailable")]
+    # The next pass: the run is settled, nothing newly finished, no second miss.
+    again = run_history(ScheduledJobStatus(recentRuns=history.recent_runs), shown,
+                        limits(scheduledjob().spec), SLOT, complete=False)  # fmt: skip
+    assert rj.worker_misses(again.newly_finished) == []
+
+
+def test_a_run_whose_job_ended_before_its_workflow_is_looked_at_again_soon() -> None:
+    """Its Job's end is the last event the object gets; the workflow ends a poll later."""
+    going = ObservedRun(scheduled_time=SLOT, result="Running", workflow_id="wf", run_id="r1",
+                        job_name=rj.run_job_name("reports", "wf", "r1"))  # fmt: skip
+    ended = ObservedRun(scheduled_time=SLOT, result="Succeeded", workflow_id="wf", run_id="r1",
+                        job_name=going.job_name)  # fmt: skip
+    assert going.job_name is not None
+    assert rj.waiting_for_workflow_end([going], {going.job_name})
+    assert not rj.waiting_for_workflow_end([going], set())  # its Job still runs
+    assert not rj.waiting_for_workflow_end([ended], {going.job_name})  # both ended
+    assert rj.WORKFLOW_END_RECHECK.total_seconds() < 60

@@ -68,6 +68,18 @@ def test_a_missed_cell_carries_its_reason() -> None:
     assert "C missed (ControllerDown)" in timeline.legend(drawn.cells)
 
 
+def test_a_run_no_worker_took_up_in_time_is_one_missed_cell() -> None:
+    """Its run is listed (Cancelled, its workflow's reason) beside the missed slot; the slot
+    is drawn once, as missed. Another run cancelled at a missed slot is drawn."""
+    drawn = timeline.build(status(
+        recentRuns=[run("10", "Cancelled", reason="WorkerUnavailable"),
+                    run("09", "Cancelled", reason="JobDeleted")],
+        recentMissedRuns=[miss("10", "WorkerUnavailable")],
+    ), NOW)  # fmt: skip
+    assert drawn.plain == "cU"
+    assert drawn.cells[-1].detail == "WorkerUnavailable"
+
+
 def test_the_newest_slots_are_kept_up_to_the_limit() -> None:
     drawn = timeline.build(EVERY_KIND, NOW, limit=4)
     assert drawn.plain == "c?s>"

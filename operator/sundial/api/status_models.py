@@ -51,6 +51,8 @@ MissReason = Literal[
     "CatchupWindowExceeded",
     "BufferDropped",
     "TooManyMissed",
+    # A job on temporal's run that no Sundial worker took up within the catch-up window.
+    "WorkerUnavailable",
     "OverlapSkipped",
     # Sundial cannot tell: no evidence either way (it did not watch, the Job and the
     # controller's Events are gone). Shown, never counted as missed.

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sundial.api import reasons
-from sundial.api.models import GROUP, RunResult, ScheduledJob
+from sundial.api.models import GROUP, MissedRun, RecentRun, RunResult, ScheduledJob
 from sundial.planning.cronjob import (
     cronjob_name,
     job_from_template,
@@ -24,7 +24,7 @@ from sundial.planning.cronjob import (
 from sundial.planning.pod_times import with_pod_times
 from sundial.planning.runs import ObservedRun
 from sundial.planning.summaries import PodsEnded
-from sundial.planning.temporal_schedule import schedule_id
+from sundial.planning.temporal_schedule import catchup_window, schedule_id
 
 # The workflow a Job was made for: how the operator ties a run's workflow to its Job.
 WORKFLOW_ID_ANNOTATION = f"{GROUP}/workflow-id"
@@ -107,6 +107,49 @@ def refusal(
     return None
 
 
+def too_late(sj: ScheduledJob, started: datetime, now: datetime) -> Refusal | None:
+    """A run no worker took up within the object's catch-up window is not run, as
+    Temporal's scheduler does not start a slot later than the window (its
+    CatchupWindowExceeded): the window is the same, startingDeadlineSeconds, counted from
+    when Temporal started the run (a backfill's starts now, however old its slot). The slot
+    is then missed with the reason WorkerUnavailable (worker_misses), not failed."""
+    window = catchup_window(sj.spec)
+    waited = now - started
+    if waited <= window:
+        return None
+    return Refusal(
+        reasons.WORKER_UNAVAILABLE,
+        f"no Sundial worker took this run up within the catch-up window "
+        f"(startingDeadlineSeconds: {window.total_seconds():g}s); it waited "
+        f"{waited.total_seconds():.0f}s, so nothing was run",
+    )
+
+
+# A run whose Job has ended while its workflow still runs: the worker sees the end within
+# its next look at the Job (activities.POLL_SECONDS, 5 s), then the workflow ends. Nothing
+# else would wake the object then (the Job's last event has passed, and the schedule's
+# listing does not change when a run ends), so it is looked at again this soon, not at the
+# next resync (minutes).
+WORKFLOW_END_RECHECK = timedelta(seconds=6)
+
+
+def waiting_for_workflow_end(
+    observed: Collection[ObservedRun], finished_jobs: Collection[str]
+) -> bool:
+    """A run still going by its workflow whose Job has ended (`finished_jobs`)."""
+    return any(run.result == "Running" and run.job_name in finished_jobs for run in observed)
+
+
+def worker_misses(newly_finished: Collection[RecentRun]) -> list[MissedRun]:
+    """The slots of runs that ended because no worker took them up in time (too_late):
+    missed, once each (a run is newly finished in one pass only)."""
+    return [
+        MissedRun(scheduled_time=run.scheduled_time, reason=reasons.WORKER_UNAVAILABLE)
+        for run in newly_finished
+        if run.result == "Cancelled" and run.reason == reasons.WORKER_UNAVAILABLE
+    ]
+
+
 def run_job_name(scheduledjob_name: str, workflow_id: str, run_id: str) -> str:
     """The Job of one run: fixed by the run (its workflow id holds the schedule id and the
     nominal time; the run id tells a backfill of a slot from the slot's own run), so every
@@ -171,7 +214,11 @@ def job_end(job: dict[str, Any], summary: str | None) -> JobEnd | None:
 
 # A failed workflow's type is its Job's reason: the same results as a CronJob's Job's
 # (runs.job_run), so a run reads the same on either backend.
-_JOB_RESULTS: dict[str, RunResult] = {"DeadlineExceeded": "TimedOut", "JobDeleted": "Cancelled"}
+# A run no worker took up in time never ran: Cancelled (no failure streak), its slot missed.
+_JOB_RESULTS: dict[str, RunResult] = {
+    "DeadlineExceeded": "TimedOut", "JobDeleted": "Cancelled",
+    reasons.WORKER_UNAVAILABLE: "Cancelled",
+}  # fmt: skip
 
 
 def _as_job_run(run: ObservedRun, job_name: str) -> ObservedRun:

@@ -147,3 +147,11 @@ def desired_definition(sj: ScheduledJob, prefix: str) -> dict[str, Any]:
 def definition_hash(definition: dict[str, Any]) -> str:
     text = json.dumps(definition, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def catchup_window(spec: ScheduledJobSpec) -> timedelta:
+    """Temporal's catch-up window for the object: startingDeadlineSeconds, or the server's
+    own default, set explicitly."""
+    if spec.starting_deadline_seconds is not None:
+        return timedelta(seconds=spec.starting_deadline_seconds)
+    return DEFAULT_CATCHUP_WINDOW

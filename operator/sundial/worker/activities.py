@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 from temporalio import activity
@@ -18,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 from sundial.api.models import ScheduledJob
 from sundial.backends.temporal.client import Connection, Temporal
 from sundial.backends.temporal.connections import ConnectionResolver
-from sundial.errors import Retry, SpecProblem, TemporalRejected
+from sundial.errors import Retry, SpecProblem, TemporalRejected, TemporalUnavailable
 from sundial.kube import KubeClient
 from sundial.planning import run_job as rj
 from sundial.planning.cronjob import JOB_NAME_LABEL
@@ -65,6 +66,7 @@ class RunJobActivities:
         await self._check_started_by_schedule(reference, run)
         await self._check_admitted(sj)
         name = rj.run_job_name(reference.name, run.workflow_id, run.run_id)
+        await self._check_in_time(sj, run, name)
         scheduled = parse_time(run.scheduled_time)
         assert scheduled is not None
         job = rj.run_job_manifest(sj, name, scheduled, run.workflow_id, run.run_id)
@@ -87,27 +89,42 @@ class RunJobActivities:
 
     async def _check_started_by_schedule(self, reference: rj.JobReference, run: RunStart) -> None:
         """Temporal's own record: the object's schedule lists this run among its running
-        actions. The search attribute alone is the starter's word; this is the server's."""
+        actions or its recent ones. The search attribute alone is the starter's word; this
+        is the server's. A run under Allow taken up after ten newer actions of its
+        schedule cannot be told from a forged one, and is refused."""
         identity = schedule_id(self.prefix, reference.namespace, reference.name)
         try:
             description = await self.temporal.describe(self.serving, identity)
         except TemporalRejected as error:
             raise _refused(rj.NOT_SCHEDULED_BY_SUNDIAL, f"schedule {identity}: {error}") from None
-        actions = [] if description is None else description.info.running_actions
-        running = {
+        # Running actions are the runs Temporal follows for the overlap policy; under Allow
+        # it follows none, so the recent actions (the last ten started) count too.
+        actions = [] if description is None else [
+            *description.info.running_actions,
+            *(result.action for result in description.info.recent_actions),
+        ]  # fmt: skip
+        started = {
             (action.workflow_id, action.first_execution_run_id)
             for action in actions
             if isinstance(action, ScheduleActionExecutionStartWorkflow)
         }
-        if (run.workflow_id, run.run_id) in running:
+        if (run.workflow_id, run.run_id) in started:
             return
         if activity.info().attempt < LISTING_ATTEMPTS:
             raise ApplicationError(f"not yet among the running actions of {identity}")
         raise _refused(
             rj.NOT_SCHEDULED_BY_SUNDIAL,
-            f"schedule {identity} does not list {run.workflow_id} among its running actions; "
-            "nothing was created",
+            f"schedule {identity} does not list {run.workflow_id} among its running or its "
+            "ten most recent actions; nothing was created",
         )
+
+    async def _check_in_time(self, sj: ScheduledJob, run: RunStart, name: str) -> None:
+        """A run taken up past the catch-up window is not run (run_job.too_late), unless an
+        earlier attempt already made its Job: then that Job is the run's, waited on."""
+        started = parse_time(run.started_time) if run.started_time else None
+        late = rj.too_late(sj, started, datetime.now(UTC)) if started is not None else None
+        if late is not None and await self.kube.read_job(sj.metadata.namespace, name) is None:
+            raise _refused(late.reason, late.message)
 
     async def _check_admitted(self, sj: ScheduledJob) -> None:
         """The object's own connection admits its namespace, and is the one served here."""
@@ -144,12 +161,32 @@ class RunJobActivities:
                 await asyncio.sleep(POLL_SECONDS)
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            # Cancelled or terminated (by hand, an overlap policy, a timeout of the
-            # workflow): the Job goes too. A worker shutting down, or this attempt timing
-            # out, leaves it: the next attempt waits on it again.
-            if details is not None and (details.cancel_requested or details.not_found):
+            # Cancelled (by hand, an overlap policy): the Job goes too. "Not found" is
+            # either the run's end (terminated, timed out) or only this attempt's, timed
+            # out on the server while this worker could not heartbeat (a stall, a pause),
+            # with a new attempt waiting on the same Job: Temporal's record of the run
+            # tells which. A worker shutting down leaves the Job to the next attempt.
+            if details is not None and (
+                details.cancel_requested
+                or (details.not_found and await asyncio.shield(self._run_over()))
+            ):
                 await asyncio.shield(self._delete(namespace, name))
             raise
+
+    async def _run_over(self) -> bool:
+        """Whether Temporal has the run this attempt works for as ended (or gone). Unknown
+        (Temporal did not answer) keeps the Job: a run's Job deleted under a live run is a
+        run lost, a Job left is bounded by its own deadline."""
+        workflow_id = activity.info().workflow_id
+        if workflow_id is None:  # not a workflow's activity: nothing to tell by
+            return False
+        try:
+            found = await self.temporal.look_up_run(self.serving, workflow_id)
+        except (TemporalUnavailable, TemporalRejected) as error:
+            log.warning("kept the Job of %s: could not tell whether its run ended (%s)",
+                        workflow_id, error)  # fmt: skip
+            return False
+        return found is None or found.status != "RUNNING"
 
     async def _delete(self, namespace: str, name: str) -> None:
         await asyncio.wait_for(self.kube.delete_job(namespace, name), timeout=30)

@@ -16,6 +16,9 @@ class RunStart:
     scheduled_time: str  # RFC 3339: the nominal time (the start time without one)
     workflow_id: str
     run_id: str
+    # RFC 3339: when Temporal started the run (the catch-up window counts from it); None
+    # from a workflow started before this field (such a run is not judged late).
+    started_time: str | None = None
 
 
 @dataclass

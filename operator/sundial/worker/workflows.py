@@ -45,9 +45,12 @@ class RunJob:
         start = RunStart(
             reference=reference,
             scheduled_by=attributes.get(SCHEDULED_BY_ID),
-            scheduled_time=(attributes.get(SCHEDULED_START_TIME) or info.start_time).isoformat(),
+            scheduled_time=(
+                attributes.get(SCHEDULED_START_TIME) or info.workflow_start_time
+            ).isoformat(),
             workflow_id=info.workflow_id,
             run_id=info.run_id,
+            started_time=info.workflow_start_time.isoformat(),
         )
         try:
             job_name: str = await workflow.execute_activity(

@@ -61,7 +61,14 @@ from sundial.planning.missed import (
     temporal_requeue,
 )
 from sundial.planning.ownership import Ownership
-from sundial.planning.run_job import is_run_job, runs_on_worker, with_jobs
+from sundial.planning.run_job import (
+    WORKFLOW_END_RECHECK,
+    is_run_job,
+    runs_on_worker,
+    waiting_for_workflow_end,
+    with_jobs,
+    worker_misses,
+)
 from sundial.planning.runs import limits, run_history
 from sundial.planning.schedule import both_days_restricted, jitter
 from sundial.planning.temporal_schedule import (
@@ -247,17 +254,23 @@ class TemporalBackend:
         observed, seen_actions, unseen = await observe_all_runs(
             self.temporal, sj, prepared.connection, description
         )
+        ending = False
         if runs_on_worker(sj) and self.cache is not None:
             cache = self.cache
+            finished = {job.name for job in cache.jobs(_key(sj)) if job.finished_at is not None}
             observed = with_jobs(
                 sj.metadata.name, observed,
                 lambda job: cache.pods_ended(sj.metadata.namespace, job),
                 made=set(cache.job_names(_key(sj))), start_grace=limits(sj.spec).start_grace,
                 now=now,
             )  # fmt: skip
+            ending = waiting_for_workflow_end(observed, finished)
         history = run_history(
             sj.status, observed, limits(sj.spec), now, complete=False, unseen=unseen
         )
+        if dropped := worker_misses(history.newly_finished):
+            new_runs = sorted([*judgement.new_runs, *dropped], key=lambda r: r.scheduled_time)
+            judgement = replace(judgement, new_runs=new_runs)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         status = st.temporal_status(
             sj,
@@ -281,6 +294,8 @@ class TemporalBackend:
         )
         if history.wake_at is not None:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
+        if ending:
+            requeue = min(requeue, WORKFLOW_END_RECHECK.total_seconds())
         if self.watch is not None:
             self.watch.track(
                 _key(sj), prepared.connection, prepared.schedule_id,

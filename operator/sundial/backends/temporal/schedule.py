@@ -30,9 +30,9 @@ from sundial.planning.missed import (
 from sundial.planning.schedule import Timetable, jitter, parse_duration
 from sundial.planning.status import ScheduleView
 from sundial.planning.temporal_schedule import (
-    DEFAULT_CATCHUP_WINDOW,
     SPEC_HASH_MEMO_KEY,
     SWITCH_NOTE,
+    catchup_window,
     definition_hash,
     desired_definition,
     suspend_note,
@@ -94,11 +94,7 @@ def temporal_schedule(sj: ScheduledJob, prefix: str) -> tuple[str, Schedule, str
     schedule_spec.jitter = _duration(spec.jitter)
     schedule_spec.start_at = spec.start_time
     schedule_spec.end_at = spec.end_time
-    catchup = (
-        timedelta(seconds=spec.starting_deadline_seconds)
-        if spec.starting_deadline_seconds is not None
-        else DEFAULT_CATCHUP_WINDOW
-    )
+    catchup = catchup_window(spec)
     schedule = Schedule(
         action=_action(sj, definition, spec_hash),
         spec=schedule_spec,
