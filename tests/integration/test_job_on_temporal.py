@@ -237,26 +237,22 @@ def forged_runs(
 
 def created_jobs(stack: LocalStack, namespace: str) -> list[str]:
     """The Jobs the apiserver created in `namespace` (audit log: 201 answers)."""
-    return [
-        event["objectRef"]["name"]
-        for event in audit_events(stack.log_dir / "audit.log")
-        if event.get("verb") == "create"
-        and event.get("objectRef", {}).get("resource") == "jobs"
-        and event.get("objectRef", {}).get("namespace") == namespace
-        and event.get("responseStatus", {}).get("code") == 201
-    ]
+    return audited_jobs(stack, namespace, "create", {201})
 
 
 def deleted_jobs(stack: LocalStack, namespace: str) -> list[str]:
-    """The Jobs deleted in `namespace` by anyone but the garbage collector and TTL
-    controller (the audit log: their users are the controllers')."""
+    """The Jobs the apiserver deleted in `namespace`, by anyone (audit log)."""
+    return audited_jobs(stack, namespace, "delete", {200, 202})
+
+
+def audited_jobs(stack: LocalStack, namespace: str, verb: str, codes: set[int]) -> list[str]:
     return [
         event["objectRef"]["name"]
         for event in audit_events(stack.log_dir / "audit.log")
-        if event.get("verb") == "delete"
+        if event.get("verb") == verb
         and event.get("objectRef", {}).get("resource") == "jobs"
         and event.get("objectRef", {}).get("namespace") == namespace
-        and event.get("responseStatus", {}).get("code") in (200, 202)
+        and event.get("responseStatus", {}).get("code") in codes
     ]
 
 
