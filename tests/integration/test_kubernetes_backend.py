@@ -306,6 +306,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "short-catchup",
         {
             "backend": "temporal",
+            "job": None,
             "startingDeadlineSeconds": 5,
             "workflow": {"type": "w", "taskQueue": "q"},
         },
@@ -323,6 +324,11 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("no-job", {"job": None}, "backend: kubernetes needs spec.job"),
     (
+        "temporal-with-both",
+        {"backend": "temporal", "workflow": {"type": "w", "taskQueue": "q"}},
+        "not both: remove one",
+    ),
+    (
         "temporal-with-neither",
         {"backend": "temporal", "job": None},
         "backend: temporal needs spec.job",
@@ -331,6 +337,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "bad-duration",
         {
             "backend": "temporal",
+            "job": None,
             "schedule": None,
             "interval": {"every": "5 minutes"},
             "workflow": {"type": "w", "taskQueue": "q"},
@@ -341,6 +348,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "tiny-interval",
         {
             "backend": "temporal",
+            "job": None,
             "schedule": None,
             "interval": {"every": "10ms"},
             "workflow": {"type": "w", "taskQueue": "q"},
@@ -351,6 +359,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "fractional-interval",
         {
             "backend": "temporal",
+            "job": None,
             "schedule": None,
             "interval": {"every": "1500ms"},
             "workflow": {"type": "w", "taskQueue": "q"},
@@ -361,6 +370,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "fractional-offset",
         {
             "backend": "temporal",
+            "job": None,
             "schedule": None,
             "interval": {"every": "1m", "offset": "2s500ms"},
             "workflow": {"type": "w", "taskQueue": "q"},
@@ -371,6 +381,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "retry-intervals",
         {
             "backend": "temporal",
+            "job": None,
             "workflow": {
                 "type": "w",
                 "taskQueue": "q",
@@ -384,6 +395,7 @@ REJECTED_AT_APPLY: list[tuple[str, dict[str, Any], str]] = [
         "end-before-start",
         {
             "backend": "temporal",
+            "job": None,
             "startTime": "2030-01-02T00:00:00Z",
             "endTime": "2030-01-01T00:00:00Z",
             "workflow": {"type": "w", "taskQueue": "q"},
@@ -410,6 +422,56 @@ def test_invalid_manifest_is_rejected_at_apply(
     result = kubectl.apply(manifest, check=False)
     assert result.returncode != 0, f"accepted: {result.stdout}"
     assert message in result.stderr, result.stderr
+
+
+BOTH = "not both: remove one"  # the exactly-one rule's message
+
+
+def test_exactly_one_of_job_and_workflow_on_temporal_spares_an_object_stored_with_both(
+    kubectl: Kubectl, crd_installed: None, namespace: str
+) -> None:
+    """The rule came after objects on temporal with both were stored (their workflow runs,
+    as before). Such an object stays writable (CRD validation ratcheting: the rule sees
+    the old object); a new one with both, or one that gains both, is refused. "Stored
+    before the rule" is made real: the CRD without the rule, an object applied, the CRD
+    back."""
+    workflow = {"type": "w", "taskQueue": "q"}
+    both = scheduledjob("stored", namespace, backend="temporal", workflow=workflow,
+                        schedule="0 0 1 1 *")  # fmt: skip
+    crd = kubectl.run("get", "crd", "scheduledjobs.sundial.dev", "-o", "json").stdout
+    original = json.loads(crd)
+    without = json.loads(crd)
+    for version in without["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        spec["x-kubernetes-validations"] = [
+            rule for rule in spec["x-kubernetes-validations"] if BOTH not in rule["message"]
+        ]
+    kubectl.run("replace", "-f", "-", stdin=json.dumps(without))
+    try:
+        eventually(lambda: kubectl.apply(both, check=False).returncode == 0, timeout=30,
+                   what="stored with both while the rule was not there")  # fmt: skip
+    finally:
+        current = json.loads(kubectl.run("get", "crd", "scheduledjobs.sundial.dev", "-o",
+                                         "json").stdout)  # fmt: skip
+        original["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        kubectl.run("replace", "-f", "-", stdin=json.dumps(original))
+
+    fresh = scheduledjob("fresh", namespace, backend="temporal", workflow=workflow)
+    refused = eventually(lambda: (r := kubectl.apply(fresh, check=False)).returncode != 0 and r,
+                         timeout=30, what="a new object with both refused")  # fmt: skip
+    assert BOTH in refused.stderr, refused.stderr
+    # The stored one: still writable with both, its workflow is what runs.
+    both["spec"]["suspend"] = True
+    kubectl.apply(both)
+    # Gaining both is refused: on kubernetes with both (its workflow ignored), then moved.
+    moving = scheduledjob("moving", namespace, workflow=workflow)
+    kubectl.apply(moving)
+    moving["spec"]["backend"] = "temporal"
+    refused = kubectl.apply(moving, check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert BOTH in refused.stderr, refused.stderr
+    del moving["spec"]["job"]
+    kubectl.apply(moving)  # the one-field-less move: to its workflow
 
 
 REPORTED_IN_STATUS: list[tuple[str, dict[str, Any], str, str]] = [

@@ -58,7 +58,8 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
         workflow={"type": "SundialSleep", "taskQueue": TASK_QUEUE, "args": [12]},
         monitoring={"maxRunDuration": "3s"},
     ))  # fmt: skip
-    # The same manifest on kubernetes first (a yearly CronJob, nothing runs), then flipped.
+    # The same manifest on kubernetes first (a yearly CronJob, nothing runs), then flipped
+    # to its workflow.
     flipped: dict[str, Any] = {
         "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
         "metadata": {"name": "flipped", "namespace": namespace},
@@ -71,6 +72,7 @@ def test_outcomes_durations_and_thresholds_from_workflow_executions(
                what="flipped on kubernetes")  # fmt: skip
     flipped["spec"]["backend"] = "temporal"
     flipped["spec"]["schedule"] = "* * * * *"
+    del flipped["spec"]["job"]  # on temporal, its workflow: exactly one of the two
     kubectl.apply(flipped)
 
     # A success: durations are the execution's own start and close times.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.client import (
@@ -345,6 +346,19 @@ def test_temporal_outage_is_reported_and_recovered_without_restart(
     operator.assert_alive()
 
 
+JOB = {"image": "registry.example/app:1"}
+
+
+def on_backend(manifest: dict[str, Any], backend: str) -> dict[str, Any]:
+    """The manifest moved to `backend`: the test worker's workflow on temporal (exactly
+    one of job and workflow there), the job on kubernetes (its workflow ignored)."""
+    spec = {key: value for key, value in manifest["spec"].items() if key != "job"}
+    spec["backend"] = backend
+    if backend == "kubernetes":
+        spec["job"] = JOB
+    return {**manifest, "spec": spec}
+
+
 def test_switching_backends_keeps_one_resource(
     kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
 ) -> None:
@@ -379,8 +393,7 @@ def test_switching_backends_keeps_one_resource(
         return cronjob, schedule_active()
 
     def switch_to(backend: str, expected: tuple[bool, bool]) -> None:
-        manifest["spec"]["backend"] = backend
-        kubectl.apply(manifest)
+        kubectl.apply(on_backend(manifest, backend))
         for _ in range(200):
             cronjob, schedule = resources(backend)
             assert not (cronjob and schedule), "both backends active at once"
@@ -417,7 +430,7 @@ def test_a_switch_the_new_backend_refuses_leaves_the_old_one_running(
     manifest["spec"].pop("interval", None)
     kubectl.apply(manifest)
     eventually(lambda: ready(kubectl, "refusal", namespace), what="Ready on kubernetes")
-    manifest["spec"]["backend"] = "temporal"
+    manifest = on_backend(manifest, "temporal")
     manifest["spec"]["schedule"] = "0 12 ? * *"  # robfig takes `?`; Temporal refuses it
     kubectl.apply(manifest)
     condition = eventually(
@@ -501,8 +514,7 @@ def test_switching_away_and_back_at_once_leaves_a_cronjob(
     )  # fmt: skip
     manifest["spec"].pop("interval", None)
     for backend in ("kubernetes", "temporal", "kubernetes"):
-        manifest["spec"]["backend"] = backend
-        kubectl.apply(manifest)
+        kubectl.apply(on_backend(manifest, backend))
 
     def settled() -> bool:
         cronjob = kubectl.get("cronjob", "flip", namespace)

@@ -282,9 +282,10 @@ class Soak:
         backend = backend or self.rng.choice(("kubernetes", "temporal"))
         spec: dict[str, Any] = {
             "backend": backend, "schedule": self.rng.choice(SCHEDULES),
-            "job": job_template(self.image),
             "workflow": {"type": "SundialTick", "taskQueue": TASK_QUEUE, "args": [ref[1]]},
         }  # fmt: skip
+        if backend == "kubernetes":  # its workflow ignored; on temporal, only the workflow
+            spec["job"] = job_template(self.image)
         if backend == "temporal":
             connection = connection or self.rng.choice(sorted(CONNECTIONS))
             spec["temporalConnectionRef"] = {"kind": "ClusterTemporalConnection",
@@ -306,9 +307,11 @@ class Soak:
         if spec["backend"] == "kubernetes":
             spec["backend"] = "temporal"
             spec["temporalConnectionRef"] = _connection_ref(self.rng.choice(sorted(CONNECTIONS)))
+            spec.pop("job", None)  # exactly one of job and workflow on temporal
         else:
             spec["backend"] = "kubernetes"
             spec.pop("temporalConnectionRef", None)
+            spec["job"] = job_template(self.image)
         # kubectl apply drops what the last applied configuration had and this one lacks.
         self._apply(ref, spec)
         return "switch backend"

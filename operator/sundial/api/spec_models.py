@@ -33,7 +33,7 @@ ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace", "BufferOne", "BufferAl
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
 
 
-def _cel(rule: str, message: str, **extra: str) -> JsonValue:
+def _cel(rule: str, message: str, **extra: str | bool) -> JsonValue:
     return {"rule": rule, "message": message, **extra}
 
 
@@ -407,13 +407,13 @@ class ScheduledJobSpec(ApiModel):
         default=None,
         description="The container job that runs, on either backend (on temporal, Sundial's "
         "worker runs it: no workflow of your own). kubernetes needs it; temporal needs it "
-        "or workflow.",
+        "or workflow, not both.",
     )
     workflow: WorkflowSpec | None = Field(
         default=None,
         description="Your own workflow type, run by your own worker, on backend temporal: "
-        "set, it runs instead of job (kept beside job, it makes a flip of backend one "
-        "field); ignored on kubernetes.",
+        "the alternative to job, not both (an object stored on temporal with both before "
+        "that rule keeps them, and its workflow runs); ignored on kubernetes.",
     )
     monitoring: MonitoringSpec | None = Field(
         default=None,
@@ -443,6 +443,17 @@ class ScheduledJobSpec(ApiModel):
                     "self.backend != 'temporal' || has(self.workflow) || has(self.job)",
                     "backend: temporal needs spec.job (a container Sundial's worker runs) "
                     "or spec.workflow (your own workflow type and taskQueue)",
+                ),
+                # Exactly one on temporal: the job, or a workflow of your own. An object
+                # stored on temporal with both before this rule keeps them (ratcheting:
+                # the rule sees the old object), and its workflow runs, as it did.
+                _cel(
+                    "self.backend != 'temporal' || !has(self.job) || !has(self.workflow) || "
+                    "(oldSelf.hasValue() && oldSelf.value().backend == 'temporal' && "
+                    "has(oldSelf.value().job) && has(oldSelf.value().workflow))",
+                    "backend: temporal runs either spec.job (Sundial's worker runs the "
+                    "container) or spec.workflow (your own workflow), not both: remove one",
+                    optionalOldSelf=True,
                 ),
                 _cel(
                     "self.backend != 'temporal' || !has(self.startingDeadlineSeconds) || "
