@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.request
@@ -58,6 +60,10 @@ class Browser:
              "--remote-allow-origins=*",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
             stdout=log, stderr=log,
+            # Its own process group: Debian's chromium-headless-shell is a shell script
+            # that runs the browser as its child, and a terminate of the script alone
+            # left the browser (and its helpers) running after every test.
+            start_new_session=True,
         )  # fmt: skip
         try:
             port = _devtools_port(profile / "DevToolsActivePort", process)
@@ -71,12 +77,7 @@ class Browser:
                          width=width, height=height, deviceScaleFactor=1, mobile=False)  # fmt: skip
             yield browser
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            _stop_group(process)
             log.close()
 
     # ---- the protocol ----------------------------------------------------------------------
@@ -202,6 +203,30 @@ class Browser:
     def console(self) -> list[str]:
         return [" ".join(str(a.get("value", "")) for a in e["params"].get("args", []))
                 for e in self.events if e["method"] == "Runtime.consoleAPICalled"]  # fmt: skip
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """The browser, its helpers and the script that started them: the whole group, asked
+    to go, then killed if it has not within ten seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            process.poll()  # reaps the script: a zombie would still count as the group's
+            if not _group_alive(process.pid):
+                return
+            time.sleep(0.1)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _devtools_port(path: Path, process: subprocess.Popen[bytes]) -> int:
