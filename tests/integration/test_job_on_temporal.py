@@ -47,6 +47,7 @@ from support import (
     owned_jobs,
     parse_time,
     sj_status,
+    wait_until,
 )
 
 pytestmark = pytest.mark.cluster
@@ -689,12 +690,6 @@ def failure_type(temporal: TemporalSide, workflow_id: str) -> str:
 
 def iso_slot(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def wait_until(moment: datetime) -> None:
-    delay = (moment - datetime.now(UTC)).total_seconds()
-    if delay > 0:
-        time.sleep(delay)
 
 
 # ---- the test: one per scenario, each joins its own ------------------------------------
