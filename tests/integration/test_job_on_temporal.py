@@ -59,6 +59,9 @@ TASK_QUEUE = "sundial/jobs"  # the default schedule id prefix's (worker_task_que
 # the Pod runs; generous for a loaded 2-core machine.
 RUN_SECONDS = 120
 HEARTBEAT_TIMEOUT_SECONDS = 30  # sundial.worker.workflows.HEARTBEAT_TIMEOUT
+# Each answer of the apiserver to a slowed worker: long enough for the test to see the Job
+# and cancel its run before the worker hears that it was made.
+ANSWER_DELAY_SECONDS = 8
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +296,43 @@ def ended_by_temporal(
     eventually(lambda: job_gone(kubectl, namespace, replaced), timeout=60,
                what="the terminated run's Job deleted")  # fmt: skip
     assert not job_gone(kubectl, namespace, made[0]), "the running run's Job was deleted"
+
+
+def cancelled_while_made(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """A run cancelled while its Job is being made: the create has reached the apiserver
+    (the Job exists) but its answer is still on the way back to the worker (its apiserver
+    answers slowed). The run waits for the making to end, then deletes the Job: no Job
+    outlives its cancelled run. (Before: the run ended Cancelled at once and its Job ran
+    on.)"""
+    api = stack.faults.apiserver_relay("made-slowly-api")
+    kubeconfig = stack.faults.kubeconfig("sundial-made-slowly-worker", via=api)
+    # Resync as the session's operator does: a run whose Job is gone shows its end at the
+    # next description of its schedule (nothing else wakes the object then).
+    with own_worker(stack, kubectl, namespace, "made-slowly", worker_kubeconfig=kubeconfig,
+                    temporal_resync_seconds="5") as (_, shard):  # fmt: skip
+        kubectl.apply(in_shard(job_on_temporal("made", namespace, script_job(
+            stack.images["busybox"], "sleep 300")), shard))  # fmt: skip
+        eventually(lambda: sj_status(kubectl, "made", namespace).get("backendRef"),
+                   what="the schedule")  # fmt: skip
+        with api.slowed(ANSWER_DELAY_SECONDS, "answer"):
+            run_now(kubectl, "made", namespace)
+            (job,) = eventually(lambda: owned_jobs(kubectl, namespace, "made"), interval=0.2,
+                                timeout=RUN_SECONDS, what="the run's Job")  # fmt: skip
+            handle = temporal.client.get_workflow_handle(
+                job["metadata"]["annotations"]["sundial.dev/workflow-id"])  # fmt: skip
+            temporal.run(lambda: handle.cancel())
+            eventually(lambda: job_gone(kubectl, namespace, job["metadata"]["name"]), timeout=90,
+                       what="the Job of the run cancelled while it was made")  # fmt: skip
+        # The run ends once the worker hears its delete was done (an answer slowed too).
+        eventually(lambda: temporal.run(lambda: handle.describe()).status
+                   == WorkflowExecutionStatus.CANCELED, timeout=60,
+                   what="the run cancelled in Temporal")  # fmt: skip
+        run = eventually(lambda: ended_run(kubectl, "made", namespace), timeout=60,
+                         what="the cancelled run in status")  # fmt: skip
+        assert run["result"] == "Cancelled", run
+        assert created_jobs(stack, namespace) == [job["metadata"]["name"]]
 
 
 def worker_killed(
@@ -698,6 +738,7 @@ SCENARIOS: dict[str, Callable[[LocalStack, Kubectl, TemporalSide, str], None]] =
     "a_container_job_runs_on_temporal_and_reports_like_any_run": outcomes,
     "a_run_of_sundials_workflow_not_started_by_the_schedule_creates_nothing": forged_runs,
     "a_run_temporal_ends_takes_its_job_and_pods_along": ended_by_temporal,
+    "a_run_cancelled_while_its_job_is_made_deletes_the_job": cancelled_while_made,
     "a_worker_killed_mid_run_leaves_one_job_waited_on_again": worker_killed,
     "a_worker_cut_off_from_temporal_past_the_heartbeat_leaves_its_job_running": worker_stalled,
     "backfill_and_suspend_with_a_note_work_on_a_job_on_temporal": backfill_and_suspend,

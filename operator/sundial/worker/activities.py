@@ -1,7 +1,8 @@
 """The RunJob workflow's activities: all its I/O. `start_job` checks that the run may act
 (planning/run_job.refusal, then Temporal's own record of the schedule's running actions,
 then the object's connection admitting its namespace) and makes the Job; `wait_for_job`
-waits for its end, heartbeating, and deletes it when the run is cancelled or terminated.
+waits for its end, heartbeating, and deletes it when the run is cancelled or terminated;
+`delete_job` deletes the Job of a run cancelled at any step.
 """
 
 from __future__ import annotations
@@ -172,6 +173,12 @@ class RunJobActivities:
             ):
                 await asyncio.shield(self._delete(namespace, name))
             raise
+
+    @activity.defn(name="delete_job")
+    async def delete_job(self, where: list[str]) -> None:
+        """A cancelled run's Job, deleted (gone already is done)."""
+        namespace, name = where
+        await self._delete(namespace, name)
 
     async def _run_over(self) -> bool:
         """Whether Temporal has the run this attempt works for as ended (or gone). Unknown

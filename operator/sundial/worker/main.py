@@ -95,7 +95,7 @@ async def _worker(
             client,
             task_queue=worker_task_queue(config.schedule_id_prefix),
             workflows=[RunJob],
-            activities=[activities.start_job, activities.wait_for_job],
+            activities=[activities.start_job, activities.wait_for_job, activities.delete_job],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             graceful_shutdown_timeout=timedelta(seconds=5),
         )

@@ -11,15 +11,17 @@ whose name the run fixes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from sundial.planning.run_job import NOT_SCHEDULED_BY_SUNDIAL, JobReference
+    from sundial.planning.run_job import NOT_SCHEDULED_BY_SUNDIAL, JobReference, run_job_name
     from sundial.planning.temporal_schedule import RUN_JOB_WORKFLOW
     from sundial.worker.messages import JobOutcome, RunStart
 
@@ -52,11 +54,43 @@ class RunJob:
             run_id=info.run_id,
             started_time=info.workflow_start_time.isoformat(),
         )
+        namespace = reference["namespace"]
+        # The Job's name is fixed by the run (run_job_name), so a cancelled run can delete
+        # its Job whatever step the cancel met.
+        job_name = run_job_name(reference["name"], info.workflow_id, info.run_id)
         try:
-            job_name: str = await workflow.execute_activity(
-                "start_job", start, result_type=str,
-                start_to_close_timeout=START_TIMEOUT, retry_policy=RETRY,
-            )  # fmt: skip
+            outcome = await self._make_and_wait(start, namespace)
+        except BaseException as error:
+            if is_cancelled_exception(error):
+                # Cancelled (by hand, an overlap policy): no Job outlives its run. The wait
+                # deletes it itself; this also covers a cancel that came while it was made.
+                await workflow.execute_activity(
+                    "delete_job", [namespace, job_name],
+                    start_to_close_timeout=START_TIMEOUT, retry_policy=RETRY,
+                )  # fmt: skip
+            raise
+        if not outcome.succeeded:
+            raise ApplicationError(
+                outcome.message or outcome.reason or "the Job failed",
+                {"jobName": job_name},
+                type=outcome.reason or "JobFailed",
+                non_retryable=True,
+            )
+        return {"jobName": job_name, "message": outcome.message}
+
+    async def _make_and_wait(self, start: RunStart, namespace: str) -> JobOutcome:
+        making = workflow.start_activity(
+            "start_job", start, result_type=str,
+            start_to_close_timeout=START_TIMEOUT, retry_policy=RETRY,
+        )  # fmt: skip
+        try:
+            # Shielded: a cancel must not abandon an attempt that may still make the Job
+            # (its create sent, the answer on the way); the run waits for it to end.
+            job_name = await asyncio.shield(making)
+        except asyncio.CancelledError:
+            with contextlib.suppress(ActivityError):
+                await making
+            raise
         except ActivityError as error:
             # A refusal (non-retryable) is the run's own failure, with its reason as the
             # type: what the ScheduledJob's status and Temporal's UI show.
@@ -66,7 +100,7 @@ class RunJob:
                                        non_retryable=True) from None  # fmt: skip
             raise
         outcome: JobOutcome = await workflow.execute_activity(
-            "wait_for_job", [reference["namespace"], job_name], result_type=JobOutcome,
+            "wait_for_job", [namespace, job_name], result_type=JobOutcome,
             # The workflow's own execution timeout bounds the wait (and the Job's deadline
             # the Job): no schedule-to-close of its own.
             start_to_close_timeout=timedelta(days=3650), heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -74,11 +108,4 @@ class RunJob:
             # A cancelled run ends once its Job is deleted, not before.
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )  # fmt: skip
-        if not outcome.succeeded:
-            raise ApplicationError(
-                outcome.message or outcome.reason or "the Job failed",
-                {"jobName": job_name},
-                type=outcome.reason or "JobFailed",
-                non_retryable=True,
-            )
-        return {"jobName": job_name, "message": outcome.message}
+        return outcome
