@@ -189,6 +189,16 @@ class Kubectl:
         return items
 
 
+def kubectl_sundial(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl sundial ...` on the stack: kubectl finds the kubectl-sundial the package
+    installed beside this Python."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        [str(kubectl.binary), "sundial", *args, "--kubeconfig", str(kubectl.kubeconfig)],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+
+
 def namespace_name(test: str) -> str:
     """The namespace of a test: t- and the test's name as a DNS label (40 characters)."""
     name = "t-" + test.lower().replace("_", "-")[:40].strip("-")

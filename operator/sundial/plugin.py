@@ -42,6 +42,8 @@ from sundial.planning.schedule import (
     time_zone,
     timetable,
 )
+from sundial.plugin_import import ImportFailure
+from sundial.plugin_import import add_verb as add_import_verb
 
 FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
@@ -56,15 +58,25 @@ class Failure(Exception):
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        session = Session(args)
+        session = Offline(args) if getattr(args, "offline", False) else Session(args)
         return int(args.verb(session, args) or 0)
     except Failure as failure:
         print(f"error: {failure}", file=sys.stderr)
         return failure.code
+    except ImportFailure as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
     except ApiException as error:
         print(f"error: the API server said {error.status} {error.reason}: "
               f"{_api_message(error)}", file=sys.stderr)  # fmt: skip
         return 1
+
+
+class Offline:
+    """For a verb that reads only files: the namespace given (default `default`)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.namespace: str = getattr(args, "namespace", None) or "default"
 
 
 class Session:
@@ -502,6 +514,7 @@ def parser() -> argparse.ArgumentParser:
                "you may read, live.")  # fmt: skip
     sub.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     sub.add_argument("--open", action="store_true", help="open it in the web browser")
+    add_import_verb(verbs, common)
     return top
 
 

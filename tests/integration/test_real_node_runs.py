@@ -4,13 +4,15 @@
   exits 3, one that runs past maxRunDuration, and a failing streak that crosses
   failureThreshold then recovers across recoveryThreshold;
 - Replace kills a running Job, TTL removes finished Jobs, a Forbid job that really outlives
-  its interval, activeDeadlineSeconds (issue 13); Sundial must report no false miss.
+  its interval, activeDeadlineSeconds (issue 13); Sundial must report no false miss;
+- a CronJob made by hand, imported and adopted between two slots (issue 29): one Job per
+  slot across the adoption, none missed.
 
-Each is a scenario of four ScheduledJobs on one timeline of minute slots, some four minutes
-of waiting. The fixture `timelines` starts both scenarios at once, each in its own namespace
-and thread, so that both are applied before the same first slot M1 and their waits overlap;
-each test joins its own scenario, which raises what the scenario found (its assertion, with
-its message), as if the test had run it."""
+Each is a scenario on one timeline of minute slots, some four minutes of waiting. The
+fixture `timelines` starts the scenarios at once, each in its own namespace and thread, so
+that all are applied before the same first slot M1 and their waits overlap; each test joins
+its own scenario, which raises what the scenario found (its assertion, with its message), as
+if the test had run it."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from support import (
     conditions_of,
     eventually,
     fresh_namespace,
+    kubectl_sundial,
     kubernetes_scheduledjob,
     namespace_name,
     no_retry_job,
@@ -66,6 +69,8 @@ def timelines(
             partial(replace_ttl_forbid_and_deadlines, stack, kubectl),
         "test_outcomes_durations_thresholds_and_signals_on_a_real_node":
             partial(outcomes_durations_thresholds_and_signals, stack, kubectl, operator),
+        "test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once":
+            partial(adopted_between_slots, stack, kubectl),
     }  # fmt: skip
     selected = [item.name for item in request.session.items if item.name in scenarios]
     with ExitStack() as namespaces:
@@ -91,6 +96,63 @@ def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
     timelines["test_outcomes_durations_thresholds_and_signals_on_a_real_node"].join(
         SCENARIO_SECONDS
     )
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once(
+    timelines: dict[str, Background],
+) -> None:
+    timelines["test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once"].join(
+        SCENARIO_SECONDS
+    )
+
+
+# ---- import and adoption (issue 29) -----------------------------------------------------
+
+
+def adopted_between_slots(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
+    """A CronJob made by `kubectl create cronjob`, running every minute on the node, is
+    imported and adopted (`kubectl sundial import cronjob --adopt`) between M2 and M3: the
+    same CronJob (its uid) goes on under its ScheduledJob, and the controller made exactly
+    one Job for every slot from M1 to M4, before and after (the audit log); Sundial reports
+    no slot missed."""
+    now = datetime.now(UTC)
+    m1 = now.replace(second=0, microsecond=0) + timedelta(minutes=1 if now.second < 40 else 2)
+    kubectl.run("create", "cronjob", "legacy", "-n", namespace,
+                f"--image={stack.images['busybox']}", "--schedule=* * * * *",
+                "--restart=Never", "--", "true")  # fmt: skip
+    uid = (kubectl.get("cronjob", "legacy", namespace) or {})["metadata"]["uid"]
+    wait_until(m1 + timedelta(minutes=1, seconds=20))
+    adopted = kubectl_sundial(kubectl, "import", "cronjob", "legacy", "-n", namespace, "--adopt")
+    assert adopted.returncode == 0, adopted.stderr
+
+    def owner_kinds() -> list[str]:
+        cronjob = kubectl.get("cronjob", "legacy", namespace) or {}
+        return [ref["kind"] for ref in cronjob["metadata"].get("ownerReferences", [])]
+
+    eventually(lambda: owner_kinds() == ["ScheduledJob"], timeout=60, what="legacy adopted")
+    assert (kubectl.get("cronjob", "legacy", namespace) or {})["metadata"]["uid"] == uid
+    m4 = m1 + timedelta(minutes=3)
+    wait_until(m4 + timedelta(seconds=30))
+
+    made = [
+        event["objectRef"]["name"] for event in audit_events(stack.log_dir / "audit.log")
+        if event.get("verb") == "create" and of_object(
+            event, "jobs", namespace, event.get("objectRef", {}).get("name", ""))
+        and event["objectRef"].get("name", "").startswith("legacy-")
+        and event.get("responseStatus", {}).get("code") == 201
+    ]  # fmt: skip
+    slots = [datetime.fromtimestamp(int(name.removeprefix("legacy-")) * 60, UTC) for name in made]
+    assert len(slots) == len(set(slots)), f"a slot run twice: {made}"
+    wanted = [m1 + timedelta(minutes=i) for i in range(4)]
+    assert [slot for slot in sorted(slots) if m1 <= slot <= m4] == wanted, made
+    current = eventually(
+        lambda: (s := sj_status(kubectl, "legacy", namespace)).get("runAccounting", {})
+        .get("accountedUntil") and parse_time(s["runAccounting"]["accountedUntil"]) >= m4 and s,
+        timeout=60, what="legacy judged up to M4",
+    )  # fmt: skip
+    assert current.get("missedRuns", 0) == 0, current
+    assert current.get("recentMissedRuns", []) == [], current
 
 
 # ---- Replace, TTL, Forbid, activeDeadlineSeconds (issue 13) ---------------------------

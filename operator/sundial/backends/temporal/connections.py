@@ -174,9 +174,14 @@ class ConnectionResolver:
     async def cluster_connection(self, name: str) -> Connection:
         """A ClusterTemporalConnection by name, read now (for a process that serves it, as
         Sundial's worker does; no object asks, so nothing is admitted here)."""
-        ref = ConnectionRef(kind=CLUSTER_CONNECTION_KIND, name=name)
-        key = connection_key(ref.kind, ref.name, "")
-        return (await self._read("", ref, key)).connection
+        return await self.read(ConnectionRef(kind=CLUSTER_CONNECTION_KIND, name=name), "")
+
+    async def read(self, ref: ConnectionRef, namespace: str) -> Connection:
+        """A connection read now, with no object to admit: for the worker, and for the
+        plugin, which reads it (and its Secrets) with its user's own rights."""
+        scope = "" if ref.kind == CLUSTER_CONNECTION_KIND else namespace
+        key = connection_key(ref.kind, ref.name, scope)
+        return (await self._read(scope, ref, key)).connection
 
     async def _read(self, namespace: str, ref: ConnectionRef, key: tuple[str, str, str]) -> _Entry:
         cluster = ref.kind == CLUSTER_CONNECTION_KIND
