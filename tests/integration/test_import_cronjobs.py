@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from support import Kubectl, OperatorProcess, eventually, fresh_namespace, kubectl_sundial
+from localstack import LocalStack
+from support import (
+    Kubectl,
+    OperatorProcess,
+    conditions_of,
+    eventually,
+    fresh_namespace,
+    kubectl_sundial,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -458,7 +466,7 @@ def comparable(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_real_world_cronjobs_round_trip_and_adopt_in_place(
-    kubectl: Kubectl, operator: OperatorProcess
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess
 ) -> None:
     with (
         fresh_namespace(kubectl, "t-import-originals") as originals,
@@ -494,9 +502,6 @@ def test_real_world_cronjobs_round_trip_and_adopt_in_place(
                 before[name]["spec"]
             ), name
 
-        adopted = kubectl_sundial(kubectl, "import", "cronjob", "--all", "-n", originals, "--adopt")
-        assert adopted.returncode == 0, adopted.stderr
-
         def under_sundial() -> dict[str, dict[str, Any]] | None:
             now = cronjobs(kubectl, originals)
             owned = all(
@@ -508,6 +513,34 @@ def test_real_world_cronjobs_round_trip_and_adopt_in_place(
             )
             return now if owned else None
 
+        # The operator's takeover (a CronJob update) refused for a while by an admission
+        # policy: nothing is adopted meanwhile and each object says why; once lifted,
+        # every CronJob comes under its ScheduledJob.
+        with stack.faults.deny(
+            "import-adoption", resources=["cronjobs"], operations=["UPDATE"], namespace=originals
+        ):
+            adopted = kubectl_sundial(
+                kubectl, "import", "cronjob", "--all", "-n", originals, "--adopt"
+            )
+            assert adopted.returncode == 0, adopted.stderr
+
+            def all_refused() -> bool:
+                listed = json.loads(
+                    kubectl.run("get", "scheduledjobs", "-n", originals, "-o", "json").stdout
+                )["items"]
+                ready = [conditions_of(sj.get("status", {})).get("Ready", {}) for sj in listed]
+                return len(listed) == len(names) and all(
+                    c.get("status") == "False" and "refused by the fault" in c.get("message", "")
+                    for c in ready
+                )
+
+            eventually(all_refused, timeout=120, what="each adoption refused, and saying so")
+            assert under_sundial() is None
+            assert all(
+                not c["metadata"].get("ownerReferences")
+                for c in cronjobs(kubectl, originals).values()
+            )
+
         after = eventually(under_sundial, timeout=120, what="every CronJob adopted")
         for name in names:
             assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"], name
@@ -518,7 +551,7 @@ def test_real_world_cronjobs_round_trip_and_adopt_in_place(
 
 
 def test_what_cannot_be_imported_faithfully_is_refused_and_nothing_applied(
-    kubectl: Kubectl, operator: OperatorProcess
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess
 ) -> None:
     with fresh_namespace(kubectl, "t-import-refused") as namespace:
         kubectl.run(
@@ -554,6 +587,19 @@ def test_what_cannot_be_imported_faithfully_is_refused_and_nothing_applied(
             }
         ]
         kubectl.run("create", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(owned))
+
+        # The server refuses the dry run (an admission policy on CronJob creates): the
+        # import cannot prove anything, so it imports nothing, not even "fine", and applies
+        # nothing.
+        with stack.faults.deny(
+            "import-dry-run", resources=["cronjobs"], operations=["CREATE"], namespace=namespace
+        ):
+            unproven = kubectl_sundial(
+                kubectl, "import", "cronjob", "fine", "-n", namespace, "--adopt"
+            )
+        assert unproven.returncode == 1
+        assert "the server refused the dry run: 403" in unproven.stdout, unproven.stdout
+        assert kubectl.get("scheduledjob", "fine", namespace) is None
 
         result = kubectl_sundial(kubectl, "import", "cronjob", "--all", "-n", namespace, "--adopt")
         assert result.returncode == 1
