@@ -136,9 +136,14 @@ def outputs(sub: argparse.ArgumentParser) -> None:
 
 
 def import_cronjobs(session: Any, args: argparse.Namespace) -> int:
-    chosen = [args.name is not None, bool(args.selector), bool(args.all or args.all_namespaces)]
-    if sum(chosen) != 1:
-        print("error: name one CronJob, or pass -l SELECTOR, or --all (or -A)", file=sys.stderr)
+    # Which: a name, a selector, or all; where: -n, or -A (every namespace: all by default).
+    chosen = [args.name is not None, bool(args.selector), bool(args.all)]
+    if sum(chosen) > 1 or (sum(chosen) == 0 and not args.all_namespaces):
+        print("error: name one CronJob, or pass -l SELECTOR, or --all (each with -n or -A)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.name is not None and args.all_namespaces:
+        print("error: a CronJob named is in one namespace: -n, not -A", file=sys.stderr)
         return 2
     batch = client.BatchV1Api()
     cronjobs = _cronjobs(batch, session.namespace, args)

@@ -59,3 +59,28 @@ def test_dir_writes_a_file_per_object_and_a_refusal_sets_the_exit_code(
     assert "Crons.broken.Schedule is missing" in err
     written = sorted(p.name for p in (tmp_path / "out" / "billing").iterdir())
     assert written == ["nightly-invoices.yaml", "weekly-report.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nightly", "--all"], "name one CronJob"),
+        (["-l", "team=a", "--all"], "name one CronJob"),
+        ([], "name one CronJob"),
+        (["nightly", "-A"], "-n, not -A"),
+    ],
+)
+def test_import_cronjob_says_which_selection_is_wrong_before_reading_anything(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A cluster nothing listens at: the refusal comes before any request.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "none",
+        "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
+        "users": [{"name": "none", "user": {"token": "x"}}],
+    }))  # fmt: skip
+    code = main(["import", "cronjob", *args, "--kubeconfig", str(kubeconfig)])
+    assert code == 2
+    assert message in capsys.readouterr().err
