@@ -27,7 +27,7 @@ from sundial.backends.temporal.client import Temporal
 from sundial.backends.temporal.connections import ConnectionResolver
 from sundial.backends.temporal.limits import RequestBudget
 from sundial.errors import Retry, SpecProblem, TemporalRejected, TemporalUnavailable
-from sundial.kube import KubeClient, load_api_client
+from sundial.kube import KubeClient
 from sundial.planning import cronjob as cj
 from sundial.planning import importing
 from sundial.planning.importing import Difference, Imported, NotImportable
@@ -219,7 +219,8 @@ def import_schedule(session: Any, args: argparse.Namespace) -> int:
 async def _describe(
     args: argparse.Namespace, ref: ConnectionRef, namespace: str
 ) -> ScheduleDescription | None:
-    kube = KubeClient(load_api_client(getattr(args, "kubeconfig", None)))
+    # The kubeconfig and context the Session loaded (--kubeconfig, --context), as kubectl.
+    kube = KubeClient(client.ApiClient())
     resolver = ConnectionResolver(
         kube, default_connection=ref.name, cluster_resource_namespace=args.secrets_namespace,
         refresh_seconds=60,

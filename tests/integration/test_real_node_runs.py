@@ -6,7 +6,9 @@
 - Replace kills a running Job, TTL removes finished Jobs, a Forbid job that really outlives
   its interval, activeDeadlineSeconds (issue 13); Sundial must report no false miss;
 - a CronJob made by hand, imported and adopted between two slots (issue 29): one Job per
-  slot across the adoption, none missed.
+  slot across the adoption, none missed;
+- a slot whose Job the apiserver refused to create (an admission policy against the
+  controller) is missed, DeadlineExceeded.
 
 Each is a scenario on one timeline of minute slots, some four minutes of waiting. The
 fixture `timelines` starts the scenarios at once, each in its own namespace and thread, so
@@ -17,6 +19,7 @@ if the test had run it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -71,6 +74,8 @@ def timelines(
             partial(outcomes_durations_thresholds_and_signals, stack, kubectl, operator),
         "test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once":
             partial(adopted_between_slots, stack, kubectl),
+        "test_a_slot_whose_job_create_was_refused_is_missed":
+            partial(refused_job_create, stack, kubectl),
     }  # fmt: skip
     selected = [item.name for item in request.session.items if item.name in scenarios]
     with ExitStack() as namespaces:
@@ -105,6 +110,11 @@ def test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once(
     timelines["test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once"].join(
         SCENARIO_SECONDS
     )
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_a_slot_whose_job_create_was_refused_is_missed(timelines: dict[str, Background]) -> None:
+    timelines["test_a_slot_whose_job_create_was_refused_is_missed"].join(SCENARIO_SECONDS)
 
 
 # ---- import and adoption (issue 29) -----------------------------------------------------
@@ -431,3 +441,72 @@ def outcomes_durations_thresholds_and_signals(
 def m1_deadline(slot: datetime, seconds: float) -> float:
     """Seconds from now until `seconds` after `slot`, plus slack for a loaded machine."""
     return max((slot + timedelta(seconds=seconds) - datetime.now(UTC)).total_seconds(), 0) + 30
+
+
+# ---- a refused Job create ----------------------------------------------------------------
+
+# The stack's kube-controller-manager runs on the admin's kubeconfig
+# (--use-service-account-credentials=false): its CronJob controller creates Jobs as this
+# user (the admin certificate's CN, hack/localstack/pki.py).
+CONTROLLER_USER = "sundial-admin"
+
+
+def iso_time(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def failed_creates(kubectl: Kubectl, namespace: str, cronjob: str) -> list[str]:
+    listed = kubectl.run("get", "events", "-n", namespace, "-o", "json", "--field-selector",
+                         f"involvedObject.kind=CronJob,involvedObject.name={cronjob},"
+                         "reason=FailedCreate")  # fmt: skip
+    return [str(e.get("message")) for e in json.loads(listed.stdout)["items"]]
+
+
+def refused_job_create(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
+    """A slot whose Job the apiserver refused to create is missed: the CronJob controller's
+    FailedCreate Event names the Job it could not make, and is no evidence that the slot
+    ran (the look beyond the watch cache read any Event naming a Job as a run)."""
+    name = "refused"
+    # No node needed: the Job is never made, and the image never pulled.
+    job = {"image": "registry.example/app:1"}
+    kubectl.apply(kubernetes_scheduledjob(name, namespace, job, startingDeadlineSeconds=15))
+    eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
+
+    with stack.faults.deny(
+        "refused-create",
+        resources=["jobs"],
+        api_groups=["batch"],
+        operations=["CREATE"],
+        users=[CONTROLLER_USER],
+        namespace=namespace,
+    ):
+        # Picked once the refusal is in force (beside the other scenarios, the policy may
+        # take a while): a slot at least 30 s ahead.
+        slot = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+        job_name = f"{name}-{int(slot.timestamp()) // 60}"
+        # The controller tries and is refused (FailedCreate names the Job), then gives up
+        # at the deadline; the slot is certain 10 s later.
+        time.sleep(max((slot + timedelta(seconds=25) - datetime.now(UTC)).total_seconds(), 0))
+
+        def reported() -> list[tuple[str, str]]:
+            runs: list[dict[str, Any]] = sj_status(kubectl, name, namespace).get(
+                "recentMissedRuns", []
+            )
+            return [
+                (r["scheduledTime"], r["reason"])
+                for r in runs
+                if r["scheduledTime"] == iso_time(slot)
+            ]
+
+        assert eventually(
+            reported, timeout=45, what=f"the refused slot {iso_time(slot)} reported"
+        ) == [(iso_time(slot), "DeadlineExceeded")]
+        status = sj_status(kubectl, name, namespace)
+        assert status.get("missedRuns", 0) >= 1, status
+        assert conditions_of(status)["RunsMissed"]["status"] == "True", status
+        # The premise: the apiserver has no Job for the slot, and the controller's Events
+        # name it in a refused create.
+        assert job_name not in {j["metadata"]["name"] for j in owned_jobs(kubectl, namespace, name)}
+        assert any(f'"{job_name}"' in m for m in failed_creates(kubectl, namespace, name)), (
+            failed_creates(kubectl, namespace, name)
+        )
