@@ -9,7 +9,9 @@ to two replicas without a lost object, and uninstalled, leaving the CRDs and the
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -277,3 +279,69 @@ def test_install_upgrade_and_uninstall_on_the_real_node(
     # Helm never deletes CRDs: the objects and what they made stay.
     assert kubectl.get("scheduledjob", "by-chart", namespace) is not None
     assert kubectl.get("cronjob", "by-chart", namespace) is not None
+
+
+CRONS = """
+Image: billing:4.2.0
+Crons:
+  nightly-invoices:
+    Schedule: "0 2 * * *"
+    Envs: {MODE: cron, CRON_JOB: invoices, ZONE_FILE: /etc/z, LOG_LEVEL: info}
+    ConcurrencyPolicy: Forbid
+    TtlSecondsAfterFinished: 0
+    Resources: {requests: {cpu: 100m, memory: 256Mi}}
+    NodeSelector: {pool: batch}
+    Tolerations: [{key: batch, operator: Exists}]
+    Parallelism: 2
+  weekly-report:
+    Schedule: "0 6 * * 1"
+    Envs: {MODE: cron, CRON_JOB: report}
+    Suspend: true
+    Image: reports:1.0
+"""
+
+
+def test_the_crons_library_chart_renders_what_the_import_writes(helm: Path, tmp_path: Path) -> None:
+    """A service chart that swaps its CronJob template for the sundial-crons library renders
+    the ScheduledJobs `kubectl sundial import helm-values` writes from the same values."""
+    service = tmp_path / "service"
+    (service / "templates").mkdir(parents=True)
+    (service / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: service\nversion: 1.0.0\n"
+        "dependencies:\n  - name: sundial-crons\n    version: 0.1.0\n"
+    )
+    (service / "values.yaml").write_text(CRONS)
+    (service / "templates" / "crons.yaml").write_text(
+        '{{ include "sundial-crons.scheduledjobs" '
+        '(dict "crons" .Values.Crons "image" .Values.Image "namePrefix" "billing-") }}\n'
+    )
+    (service / "charts").mkdir()
+    shutil.copytree(REPO / "charts" / "sundial-crons", service / "charts" / "sundial-crons")
+    rendered = run_helm(helm, "template", "billing", str(service), "-n", "billing")
+    from_chart = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+
+    values = tmp_path / "values.yaml"
+    values.write_text(CRONS)
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sundial.plugin",
+            "import",
+            "helm-values",
+            str(values),
+            "-n",
+            "billing",
+            "--name-prefix",
+            "billing-",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert imported.returncode == 0, imported.stderr
+    from_import = [d for d in yaml.safe_load_all(imported.stdout) if d]
+    for document in from_import:
+        document["metadata"].pop("namespace")  # Helm's release namespace, at install
+    assert len(from_chart) == 2
+    assert sorted(from_chart, key=str) == sorted(from_import, key=str)

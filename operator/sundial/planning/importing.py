@@ -471,7 +471,8 @@ def scheduledjob_from_cron_values(
         env.pop("MODE")
         job["cronJob"] = str(env.pop("CRON_JOB"))
     if env:
-        job["env"] = [{"name": str(n), "value": str(v)} for n, v in env.items()]
+        # By name, as Helm ranges over a map (the sundial-crons library chart renders the same).
+        job["env"] = [{"name": str(n), "value": str(v)} for n, v in sorted(env.items())]
     for source, field in _CRON_VALUES_JOB.items():
         if entry.get(source) is not None:
             job[field] = entry[source]
