@@ -27,7 +27,7 @@ from sundial.backends.temporal.client import Temporal
 from sundial.backends.temporal.connections import ConnectionResolver
 from sundial.backends.temporal.limits import RequestBudget
 from sundial.errors import Retry, SpecProblem, TemporalRejected, TemporalUnavailable
-from sundial.kube import KubeClient
+from sundial.kube import KubeClient, api_error_message
 from sundial.planning import cronjob as cj
 from sundial.planning import importing
 from sundial.planning.importing import Difference, Imported, NotImportable
@@ -327,7 +327,9 @@ def _import_one(
         record["refused"] = refusal.reasons
         return record
     except ApiException as error:
-        record["refused"] = [f"the server refused the dry run: {error.status} {_message(error)}"]
+        record["refused"] = [
+            f"the server refused the dry run: {error.status} {api_error_message(error)}"
+        ]
         return record
     annotations = metadata.get("annotations") or {}
     record["warnings"] = [
@@ -440,10 +442,3 @@ def _shown(value: Any) -> str:
     if value is None:
         return "(unset)"
     return json.dumps(value, separators=(",", ":"))
-
-
-def _message(error: ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "{}").get("message") or error.body)
-    except ValueError:
-        return str(error.body)

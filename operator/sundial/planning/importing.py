@@ -21,6 +21,7 @@ from typing import Any
 
 from sundial.api.models import GROUP, KIND, MAX_NAME_LENGTH, VERSION
 from sundial.planning import cronjob as cj
+from sundial.planning.ownership import ADOPT_ANNOTATION
 from sundial.planning.schedule import ScheduleError, normalize_cron, time_zone
 
 # A CronJob may carry its zone in the schedule (deprecated since Kubernetes 1.27 and
@@ -32,6 +33,9 @@ _CRONJOB_FIELDS = frozenset({
     "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "jobTemplate",
 })  # fmt: skip
 HISTORY_LIMIT_MAX = 100  # the ScheduledJob's own bound (spec_models)
+# What Sundial adds to every CronJob it renders: its labels, and each run's env.
+_SUNDIAL_LABELS = frozenset({cj.MANAGED_BY_LABEL, cj.SCHEDULEDJOB_LABEL})
+_RUN_ENV = frozenset({cj.RUN_ENV_JOB_NAME, cj.RUN_ENV_CRONJOB})
 # Labels of the CronJob not carried to its ScheduledJob: they say who manages the CronJob.
 _MANAGER_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
 
@@ -138,20 +142,26 @@ def scheduledjob_from_cronjob(
     }
     if spec.get("startingDeadlineSeconds") is not None:
         sj_spec["startingDeadlineSeconds"] = spec["startingDeadlineSeconds"]
-    sj_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace")}
     labels = {
         key: value for key, value in (metadata.get("labels") or {}).items()
         if key not in _MANAGER_LABELS and not key.startswith(f"{GROUP}/")
     }  # fmt: skip
-    if labels:
-        sj_metadata["labels"] = labels
-    if adopt:
-        sj_metadata["annotations"] = {f"{GROUP}/adopt": name}
-    manifest = {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
-        "metadata": sj_metadata, "spec": sj_spec,
-    }  # fmt: skip
+    manifest = scheduledjob_manifest(name, metadata.get("namespace"), sj_spec, labels=labels,
+                                     adopting=name if adopt else None)  # fmt: skip
     return Imported(manifest, tuple(notes), shorthand=job is not None)
+
+
+def scheduledjob_manifest(
+    name: str, namespace: str | None, spec: dict[str, Any], *,
+    labels: dict[str, str] | None = None, adopting: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """An imported ScheduledJob; `adopting` names what it takes over (ADOPT_ANNOTATION)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = labels
+    if adopting is not None:
+        metadata["annotations"] = {ADOPT_ANNOTATION: adopting}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": metadata, "spec": spec}
 
 
 def _or(value: Any, default: int) -> int:
@@ -173,22 +183,15 @@ def _template(template: dict[str, Any]) -> dict[str, Any]:
             continue
         metadata.pop("creationTimestamp", None)
         labels = {k: v for k, v in (metadata.get("labels") or {}).items()
-                  if k not in _sundial_labels()}  # fmt: skip
+                  if k not in _SUNDIAL_LABELS}  # fmt: skip
         if labels:
             metadata["labels"] = labels
         else:
             metadata.pop("labels", None)
-    for key in ("metadata",):
-        if kept.get(key) == {}:
-            kept.pop(key)
-    pod = (kept.get("spec") or {}).get("template") or {}
-    if pod.get("metadata") == {}:
-        pod.pop("metadata")
+    for holder in (kept, (kept.get("spec") or {}).get("template") or {}):
+        if holder.get("metadata") == {}:
+            holder.pop("metadata")
     return kept
-
-
-def _sundial_labels() -> set[str]:
-    return {cj.MANAGED_BY_LABEL, cj.SCHEDULEDJOB_LABEL}
 
 
 def _shorthand(template: dict[str, Any]) -> dict[str, Any] | None:
@@ -219,7 +222,7 @@ def _shorthand(template: dict[str, Any]) -> dict[str, Any] | None:
         return None
     job: dict[str, Any] = {"image": image}
     env = [item for item in container.pop("env", []) or []
-           if item.get("name") not in _run_env()]  # fmt: skip
+           if item.get("name") not in _RUN_ENV]  # fmt: skip
     cron_job = _cron_job(env)
     if cron_job is not None:
         job["cronJob"] = cron_job
@@ -273,7 +276,7 @@ def _without(fields: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]
 
 def _has_user_metadata(metadata: dict[str, Any]) -> bool:
     """Whether this template metadata holds anything of the user's (labels, annotations)."""
-    labels = {k for k in (metadata.get("labels") or {}) if k not in _sundial_labels()}
+    labels = {k for k in (metadata.get("labels") or {}) if k not in _SUNDIAL_LABELS}
     return bool(labels or metadata.get("annotations"))
 
 
@@ -357,15 +360,15 @@ def _explained(difference: Difference) -> Difference:
     if path == f"metadata.annotations.{cj.SPEC_HASH_ANNOTATION}":
         why = "Sundial's record of the spec it wrote"
     elif path.startswith("metadata."):
-        why = _WHY_LABELS if path.removeprefix("metadata.labels.") in _sundial_labels() \
+        why = _WHY_LABELS if path.removeprefix("metadata.labels.") in _SUNDIAL_LABELS \
             else _WHY_METADATA  # fmt: skip
     elif added and (
-        path.endswith(tuple(f"metadata.labels.{label}" for label in _sundial_labels()))
-        or (path.endswith("metadata.labels") and set(after) <= _sundial_labels())
+        path.endswith(tuple(f"metadata.labels.{label}" for label in _SUNDIAL_LABELS))
+        or (path.endswith("metadata.labels") and set(after) <= _SUNDIAL_LABELS)
     ):
         why = _WHY_LABELS  # fmt: skip
     elif added and (re.search(r"\.env\[(SUNDIAL_JOB_NAME|SUNDIAL_CRONJOB)\]$", path) or (
-        path.endswith(".env") and {item.get("name") for item in after} <= _run_env()
+        path.endswith(".env") and {item.get("name") for item in after} <= _RUN_ENV
     )):  # fmt: skip
         why = _WHY_ENV
     elif path == "spec.timeZone" and added:
@@ -374,10 +377,6 @@ def _explained(difference: Difference) -> Difference:
     elif path == "spec.schedule" and isinstance(before, str) and _ZONE_PREFIX.match(before):
         why = "the zone moved from the schedule to spec.timeZone"
     return Difference(path, before, after, why)
-
-
-def _run_env() -> set[str]:
-    return {cj.RUN_ENV_JOB_NAME, cj.RUN_ENV_CRONJOB}
 
 
 def faithful(found: list[Difference]) -> bool:
@@ -493,8 +492,4 @@ def scheduledjob_from_cron_values(
     notes.append("the job shorthand adds the restricted security defaults "
                  "(allowPrivilegeEscalation: false, capabilities: drop ALL, seccomp "
                  "RuntimeDefault) the chart's CronJob may not have")  # fmt: skip
-    manifest = {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
-    }  # fmt: skip
-    return Imported(manifest, tuple(notes), shorthand=True)
+    return Imported(scheduledjob_manifest(name, namespace, spec), tuple(notes), shorthand=True)

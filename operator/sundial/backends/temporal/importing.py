@@ -24,9 +24,9 @@ from temporalio.client import (
     ScheduleRange,
 )
 
-from sundial.api.models import GROUP, KIND, VERSION, ScheduledJobSpec
+from sundial.api.models import ScheduledJobSpec
 from sundial.backends.temporal.schedule import OVERLAP
-from sundial.planning.importing import Imported, NotImportable
+from sundial.planning.importing import Imported, NotImportable, scheduledjob_manifest
 from sundial.planning.schedule import ScheduleError, timetable
 from sundial.planning.temporal_schedule import DEFAULT_CATCHUP_WINDOW, SPEC_HASH_MEMO_KEY
 
@@ -106,11 +106,8 @@ def scheduledjob_from_schedule(
     if problems:
         raise NotImportable(schedule_id, problems)
 
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if adopt:
-        metadata["annotations"] = {f"{GROUP}/adopt": schedule_id}
-    manifest = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": metadata,
-                "spec": sj_spec}  # fmt: skip
+    manifest = scheduledjob_manifest(name, namespace, sj_spec,
+                                     adopting=schedule_id if adopt else None)  # fmt: skip
     _check_times(manifest, description)
     return Imported(manifest, tuple(notes), shorthand=False)
 
