@@ -519,6 +519,27 @@ def audit_events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def created_jobs(stack: Any, namespace: str) -> list[str]:
+    """The Jobs the apiserver created in `namespace`, oldest first (audit log: 201 answers)."""
+    return audited_jobs(stack, namespace, "create", {201})
+
+
+def deleted_jobs(stack: Any, namespace: str) -> list[str]:
+    """The Jobs the apiserver deleted in `namespace`, by anyone (audit log)."""
+    return audited_jobs(stack, namespace, "delete", {200, 202})
+
+
+def audited_jobs(stack: Any, namespace: str, verb: str, codes: set[int]) -> list[str]:
+    return [
+        event["objectRef"]["name"]
+        for event in audit_events(stack.log_dir / "audit.log")
+        if event.get("verb") == verb
+        and event.get("objectRef", {}).get("resource") == "jobs"
+        and event.get("objectRef", {}).get("namespace") == namespace
+        and event.get("responseStatus", {}).get("code") in codes
+    ]
+
+
 def in_shard(manifest: dict[str, Any], shard: str) -> dict[str, Any]:
     """A ScheduledJob served only by an operator whose selector names `shard`."""
     manifest["metadata"].setdefault("labels", {})[SHARD_LABEL] = shard

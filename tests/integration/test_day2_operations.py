@@ -6,11 +6,8 @@ between a request and its acknowledgement."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +21,7 @@ from support import (
     conditions_of,
     consistently,
     eventually,
+    kubectl_sundial,
     kubernetes_scheduledjob,
     no_retry_job,
     owned_jobs,
@@ -45,13 +43,7 @@ def iso(moment: datetime) -> str:
 
 
 def plugin(kubectl: Kubectl, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`kubectl sundial ...`: kubectl finds the kubectl-sundial the package installed."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return subprocess.run(
-        [str(kubectl.binary), "sundial", *args, "--kubeconfig", str(kubectl.kubeconfig),
-         "-n", namespace],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": path},
-    )  # fmt: skip
+    return kubectl_sundial(kubectl, *args, "-n", namespace)
 
 
 def requested_jobs(kubectl: Kubectl, namespace: str, owner: str, label: str) -> list[Any]:

@@ -36,8 +36,9 @@ from support import (
     Kubectl,
     OperatorProcess,
     TemporalSide,
-    audit_events,
     conditions_of,
+    created_jobs,
+    deleted_jobs,
     eventually,
     faulted_operator,
     fresh_namespace,
@@ -237,27 +238,6 @@ def forged_runs(
     if forged is not None:
         assert failure(forged) == "NotScheduledBySundial"
     assert owned_jobs(kubectl, namespace, "target") == []
-
-
-def created_jobs(stack: LocalStack, namespace: str) -> list[str]:
-    """The Jobs the apiserver created in `namespace` (audit log: 201 answers)."""
-    return audited_jobs(stack, namespace, "create", {201})
-
-
-def deleted_jobs(stack: LocalStack, namespace: str) -> list[str]:
-    """The Jobs the apiserver deleted in `namespace`, by anyone (audit log)."""
-    return audited_jobs(stack, namespace, "delete", {200, 202})
-
-
-def audited_jobs(stack: LocalStack, namespace: str, verb: str, codes: set[int]) -> list[str]:
-    return [
-        event["objectRef"]["name"]
-        for event in audit_events(stack.log_dir / "audit.log")
-        if event.get("verb") == verb
-        and event.get("objectRef", {}).get("resource") == "jobs"
-        and event.get("objectRef", {}).get("namespace") == namespace
-        and event.get("responseStatus", {}).get("code") in codes
-    ]
 
 
 def job_gone(kubectl: Kubectl, namespace: str, name: str) -> bool:

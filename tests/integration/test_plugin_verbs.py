@@ -5,28 +5,19 @@ is. The object is in a shard no test operator serves, so its status is the test'
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from plugin_samples import with_runs
-from support import Kubectl, in_shard
+from support import Kubectl, in_shard, kubectl_sundial
 
 pytestmark = pytest.mark.cluster
 
 
 def plugin(kubectl: Kubectl, namespace: str, *args: str) -> str:
     """`kubectl sundial ...`, as a user runs it (kubectl finds the installed plugin)."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = subprocess.run(
-        [str(kubectl.binary), "sundial", *args, "--kubeconfig", str(kubectl.kubeconfig),
-         "-n", namespace],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": path},
-    )  # fmt: skip
+    done = kubectl_sundial(kubectl, *args, "-n", namespace)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

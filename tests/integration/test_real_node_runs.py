@@ -35,6 +35,7 @@ from support import (
     OperatorProcess,
     audit_events,
     conditions_of,
+    created_jobs,
     eventually,
     fresh_namespace,
     kubectl_sundial,
@@ -145,13 +146,7 @@ def adopted_between_slots(stack: LocalStack, kubectl: Kubectl, namespace: str) -
     m4 = m1 + timedelta(minutes=3)
     wait_until(m4 + timedelta(seconds=30))
 
-    made = [
-        event["objectRef"]["name"] for event in audit_events(stack.log_dir / "audit.log")
-        if event.get("verb") == "create" and of_object(
-            event, "jobs", namespace, event.get("objectRef", {}).get("name", ""))
-        and event["objectRef"].get("name", "").startswith("legacy-")
-        and event.get("responseStatus", {}).get("code") == 201
-    ]  # fmt: skip
+    made = [name for name in created_jobs(stack, namespace) if name.startswith("legacy-")]
     slots = [datetime.fromtimestamp(int(name.removeprefix("legacy-")) * 60, UTC) for name in made]
     assert len(slots) == len(set(slots)), f"a slot run twice: {made}"
     wanted = [m1 + timedelta(minutes=i) for i in range(4)]
