@@ -476,6 +476,14 @@ def test_real_world_cronjobs_round_trip_and_adopt_in_place(
         assert len(names) >= 20
         before = cronjobs(kubectl, originals)
 
+        # A selector across every namespace (-l with -A): the one chart-labelled CronJob.
+        selected = kubectl_sundial(kubectl, "import", "cronjob", "-l",
+                                   "app.kubernetes.io/instance=media", "-A")  # fmt: skip
+        assert selected.returncode == 0, selected.stderr
+        assert [(d["metadata"]["namespace"], d["metadata"]["name"])
+                for d in yaml.safe_load_all(selected.stdout) if d] == [
+            (originals, "app-template-backup")]  # fmt: skip
+
         imported = kubectl_sundial(kubectl, "import", "cronjob", "--all", "-n", originals)
         assert imported.returncode == 0, imported.stderr
         documents = [d for d in yaml.safe_load_all(imported.stdout) if d]
