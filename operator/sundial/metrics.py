@@ -190,6 +190,13 @@ class Metrics:
         if series is not None:
             series.spec_problem = reason
 
+    def pause(self, key: Key, backend: str, reason: str | None, *, tripped: bool) -> None:
+        """Why the object is paused now (None: it is not), and a failure pause counted."""
+        series = self._series(key, backend)
+        series.paused = reason
+        if tripped:
+            series.failure_pauses = (series.failure_pauses or 0.0) + 1
+
     def _series(self, key: Key, backend: str) -> ObjectSeries:
         """The object's record; a new one (its old series dropped) on a change of backend."""
         series = self._objects.get(key)

@@ -43,6 +43,9 @@ class ObjectSeries:
     # The reason of the problem only a spec change can fix that holds the object (Ready
     # False): its next run goes stale for that, not because the operator is stuck.
     spec_problem: str | None = None
+    # Why no run is scheduled now (status.pause.reason), and failure pauses so far.
+    paused: str | None = None
+    failure_pauses: float | None = None
 
 
 def counted(counts: dict[str, float] | None, label: str) -> dict[str, float]:
@@ -100,6 +103,18 @@ class ObjectSeriesCollector(Collector):
             "reason (Ready False): SundialStalled leaves such objects out.",
             labels=[*OBJECT_LABELS, "reason"],
         )  # fmt: skip
+        paused = GaugeMetricFamily(
+            "sundial_paused",
+            "1 while nothing is scheduled for the ScheduledJob, by why (status.pause.reason): "
+            "Suspended, MaintenanceWindow, FailurePolicy (an alert of its own, apart from "
+            "failing).",
+            labels=[*OBJECT_LABELS, "reason"],
+        )  # fmt: skip
+        failure_pauses = CounterMetricFamily(
+            "sundial_failure_policy_pauses",
+            "Times the failure policy paused the ScheduledJob (failurePolicy.pauseAfter).",
+            labels=OBJECT_LABELS,
+        )  # fmt: skip
         by_label = {
             "missed": CounterMetricFamily(
                 "sundial_missed_runs", "Runs that did not happen and never will, by reason.",
@@ -125,6 +140,10 @@ class ObjectSeriesCollector(Collector):
                 condition.add_metric([*labels, label_value], value)
             if series.spec_problem is not None:
                 spec_problem.add_metric([*labels, series.spec_problem], 1.0)
+            if series.paused is not None:
+                paused.add_metric([*labels, series.paused], 1.0)
+            if series.failure_pauses is not None:
+                failure_pauses.add_metric(labels, series.failure_pauses)
             for field_name, counter in by_label.items():
                 for label_value, value in _items(getattr(series, field_name)):
                     counter.add_metric([*labels, label_value], value)
@@ -133,6 +152,8 @@ class ObjectSeriesCollector(Collector):
         yield unseen
         yield condition
         yield spec_problem
+        yield paused
+        yield failure_pauses
         yield from by_label.values()
 
 

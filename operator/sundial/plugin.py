@@ -3,8 +3,10 @@
 `kubectl sundial status|run|backfill|suspend|resume|list|dashboard`. A request (run, backfill) is an
 annotation with a fresh id on the ScheduledJob (requests.py); the plugin then waits for the
 operator to acknowledge it in status.requests and prints the outcome. suspend and resume
-write spec.suspend (and spec.suspendNote), as `kubectl patch` would. status and list draw
-each object's run timeline (timeline.py), in colour on a terminal that takes it.
+(plugin_pause.py, one object or many by label) write spec.suspend or spec.suspendUntil (and
+spec.suspendNote), as `kubectl patch` would, and resume lifts a failure policy's pause.
+status and list draw each object's run timeline (timeline.py), in colour on a terminal that
+takes it.
 dashboard serves a read-only web page on localhost (dashboard/), with the same kubeconfig.
 
 Exit codes: 0 done (or accepted and waiting), 1 bad input or refused, 2 usage, 3 the
@@ -44,9 +46,10 @@ from sundial.planning.schedule import (
 )
 from sundial.plugin_import import ImportFailure
 from sundial.plugin_import import add_verb as add_import_verb
+from sundial.plugin_pause import PauseFailure
+from sundial.plugin_pause import add_verbs as add_pause_verbs
 
 FIELD_MANAGER = "kubectl-sundial"
-ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
 
 
 class Failure(Exception):
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except Failure as failure:
         print(f"error: {failure}", file=sys.stderr)
         return failure.code
-    except ImportFailure as failure:
+    except (ImportFailure, PauseFailure) as failure:
         print(f"error: {failure}", file=sys.stderr)
         return 1
     except ApiException as error:
@@ -165,22 +168,6 @@ def backfill(session: Session, args: argparse.Namespace) -> int:
     session.patch(args.name, {"metadata": {"annotations": {rq.BACKFILL_ANNOTATION: value}}})
     print(f"backfill {request_id}: {len(slots)} slot(s), {iso(slots[0])} .. {iso(slots[-1])}")
     return _await(session, args, "Backfill", request_id)
-
-
-def suspend(session: Session, args: argparse.Namespace) -> int:
-    obj = session.get(args.name)
-    _warn_if_argocd(obj, "suspend")
-    session.patch(args.name, {"spec": {"suspend": True, "suspendNote": args.note}})
-    print(f"scheduledjob {args.name} suspended" + (f" ({args.note})" if args.note else ""))
-    return 0
-
-
-def resume(session: Session, args: argparse.Namespace) -> int:
-    obj = session.get(args.name)
-    _warn_if_argocd(obj, "resume")
-    session.patch(args.name, {"spec": {"suspend": False, "suspendNote": None}})
-    print(f"scheduledjob {args.name} resumed")
-    return 0
 
 
 def status(session: Session, args: argparse.Namespace) -> int:
@@ -416,15 +403,6 @@ def _await(session: Session, args: argparse.Namespace, kind: str, request_id: st
     )
 
 
-def _warn_if_argocd(obj: dict[str, Any], verb: str) -> None:
-    meta = obj["metadata"]
-    marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
-    if any(mark in marks for mark in ARGOCD_MARKS):
-        print(f"warning: {meta['name']} is managed by Argo CD: with self-heal on, Argo CD "
-              f"reverts this {verb}. Change spec.suspend in git instead, or turn self-heal "
-              "off for the Application while it is suspended.", file=sys.stderr)  # fmt: skip
-
-
 def new_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -500,11 +478,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--from", dest="start", required=True, help="RFC 3339 start")
     sub.add_argument("--to", dest="end", required=True, help="RFC 3339 end (in the past)")
     waits(sub)
-    sub = verb("suspend", suspend, "Stop scheduling runs (spec.suspend), with a note.")
-    sub.add_argument("name")
-    sub.add_argument("--note", help="why, shown in status and Temporal's pause note")
-    sub = verb("resume", resume, "Schedule runs again.")
-    sub.add_argument("name")
+    add_pause_verbs(verb)
     sub = verb("list", list_verb, "A wider table than kubectl get, with each object's "
                "recent slots.")  # fmt: skip
     sub.add_argument("-A", "--all-namespaces", action="store_true")

@@ -25,6 +25,7 @@ from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
+from sundial.planning import pausing
 from sundial.planning import status as st
 from sundial.planning import switching as sw
 from sundial.planning.requests import with_entries
@@ -114,9 +115,11 @@ class Reconciler:
             return None
 
         # 3. Validate what the CRD schema could not, and bring the chosen backend in step,
-        #    retiring the other one first: never both active at once.
+        #    retiring the other one first: never both active at once. A maintenance window
+        #    or the failure policy holds it as spec.suspend would (planning/pausing.py).
+        verdict = pausing.in_force(sj, now)
         try:
-            outcome = await self._bring_in_step(Pass(key, sj, now))
+            outcome = await self._bring_in_step(Pass(key, pausing.held(sj, verdict.pause), now))
         except _Gone:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
             return 0.0
@@ -135,11 +138,13 @@ class Reconciler:
             )
             raise
         self.metrics.spec_problem(key, sj.spec.backend, None)
+        outcome, verdict = self._with_pause(sj, outcome, verdict, now)
 
         # 4. Write the rebuilt status if it changed. Status first: if the write fails, the
         #    next pass judges the same slots again, and no Event or counter moved twice.
         await self._announce(sj, outcome.status, now)
         await self._write_status(sj, body, outcome.status)
+        await self._announce_pause(sj, verdict, now)
         await self._announce_runs(sj, outcome.new_runs, now)
         self._settle_runs(key, sj, outcome)
         next_runs = outcome.status.next_run_times
@@ -179,6 +184,37 @@ class Reconciler:
         self._settle_runs(key, sj, running)
         wakes = [w for w in (retry_after, running.requeue_after) if w is not None]
         return min(wakes, default=None)
+
+    def _with_pause(
+        self, sj: ScheduledJob, outcome: Outcome, verdict: pausing.Verdict, now: datetime
+    ) -> tuple[Outcome, pausing.Verdict]:
+        """The outcome with the pause in its status: tripped by this pass's runs (the next
+        pass, at once, pauses the backend), or due to lift by itself (a pass then)."""
+        verdict = pausing.after_runs(sj, verdict, outcome.status, now)
+        status = pausing.settled(sj, outcome.status, verdict, now)
+        wakes = [w for w in (outcome.requeue_after,) if w is not None]
+        if verdict.tripped:
+            wakes.append(0.0)
+        if verdict.wake_at is not None:
+            wakes.append(max((verdict.wake_at - now).total_seconds(), 0.0) + 1.0)
+        key = (sj.metadata.namespace, sj.metadata.name)
+        reason = verdict.pause.reason if verdict.pause is not None else None
+        self.metrics.pause(key, sj.spec.backend, reason, tripped=verdict.tripped)
+        return replace(outcome, status=status, requeue_after=min(wakes, default=None)), verdict
+
+    async def _announce_pause(
+        self, sj: ScheduledJob, verdict: pausing.Verdict, now: datetime
+    ) -> None:
+        """One Event when the failure policy pauses the job, one when that pause lifts."""
+        if verdict.tripped and verdict.pause is not None:
+            await self.events.record(
+                sj, "Warning", reasons.PAUSED_BY_FAILURE_POLICY, verdict.pause.message, now=now
+            )
+        if verdict.lifted is not None:
+            await self.events.record(
+                sj, "Normal", "FailurePauseLifted",
+                f"the failure policy's pause lifted: {verdict.lifted}", now=now,
+            )  # fmt: skip
 
     def _settle_runs(self, key: Key, sj: ScheduledJob, outcome: Outcome) -> None:
         """After the status holding them is written: count the runs in metrics once, and

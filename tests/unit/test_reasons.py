@@ -10,7 +10,7 @@ from typing import get_args
 import yaml
 
 from sundial.api import reasons
-from sundial.api.status_models import MissReason, RunResult
+from sundial.api.status_models import MissReason, PauseReason, RunResult
 
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = REPO / "manifests/argocd/resource_customizations/sundial.dev/ScheduledJob/testdata"
@@ -118,6 +118,7 @@ def test_every_condition_reason_a_test_asserts_is_a_named_one() -> None:
         | reasons.RUN_REASONS
         | set(get_args(MissReason))  # a missed or skipped run's reason
         | set(get_args(RunResult))  # a run's result
+        | set(get_args(PauseReason))  # why nothing is scheduled (status.pause.reason)
         # Kubernetes's own words: the CronJob controller's Event, the Job controller's
         # reason for a failed Job (a run's reason on either backend).
         | {"SuccessfulCreate", "BackoffLimitExceeded"}

@@ -18,6 +18,8 @@ CONDITION_TYPES: Final = (READY, RUNS_MISSED, RUNS_FAILING, RUN_TOO_LONG, SWITCH
 # True: the backend is in step with the spec.
 RECONCILED: Final = "Reconciled"
 PAUSED_IN_TEMPORAL: Final = "PausedInTemporal"
+# True, but nothing runs: failurePolicy.pauseAfter consecutive runs failed (status.pause).
+PAUSED_BY_FAILURE_POLICY: Final = "PausedByFailurePolicy"
 # Unknown: Sundial cannot tell (a server it needs did not answer); retried with backoff.
 BACKEND_UNAVAILABLE: Final = "BackendUnavailable"
 # False, refused for now (retried): the apiserver said no to Sundial's own rights.
@@ -44,8 +46,9 @@ UNAUTHENTICATED: Final = "Unauthenticated"
 PERMISSION_DENIED: Final = "PermissionDenied"
 TLS_HANDSHAKE_FAILED: Final = "TLSHandshakeFailed"
 READY_REASONS: Final = frozenset({
-    RECONCILED, PAUSED_IN_TEMPORAL, BACKEND_UNAVAILABLE, FORBIDDEN, UNAUTHORIZED,
-    INTERNAL_ERROR, INVALID_SPEC, INVALID_SCHEDULE, INVALID_TIME_ZONE, INVALID_DURATION,
+    RECONCILED, PAUSED_IN_TEMPORAL, PAUSED_BY_FAILURE_POLICY, BACKEND_UNAVAILABLE,
+    FORBIDDEN, UNAUTHORIZED, INTERNAL_ERROR, INVALID_SPEC, INVALID_SCHEDULE, INVALID_TIME_ZONE,
+    INVALID_DURATION,
     INVALID_JOB_TEMPLATE, CRONJOB_EXISTS, SCHEDULE_EXISTS, SCHEDULE_UNREACHABLE,
     CONNECTION_NOT_FOUND, CONNECTION_NOT_ALLOWED, INVALID_CONNECTION, INVALID_SECRET,
     SECRET_NOT_FOUND, TEMPORAL_REJECTED, UNAUTHENTICATED, PERMISSION_DENIED,

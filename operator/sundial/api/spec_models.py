@@ -293,6 +293,35 @@ class MonitoringSpec(ApiModel):
     )
 
 
+class FailurePolicy(ApiModel):
+    """What Sundial does about a job that keeps failing, the same on both backends
+    (docs/failure-policy.md)."""
+
+    pause_after: int = Field(
+        ge=1,
+        le=100,
+        description="Pause the job after this many consecutive failed runs (Failed or "
+        "TimedOut): the CronJob is suspended, the Temporal schedule paused with a note. "
+        "status.pause says which run tripped it. Lifted by `kubectl sundial resume`, by "
+        "any change to the spec, by resumeAfter, or by a run now that succeeds.",
+    )
+    resume_after: str | None = Field(
+        default=None,
+        description="A cool-down: the pause lifts by itself this long after it began, and "
+        "pauseAfter more failures pause it again. Default: paused until resumed.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "duration(self) >= duration('1m')",
+                    "failurePolicy.resumeAfter must be at least 1m",
+                )
+            ]
+        },
+    )
+
+
 _TEMPORAL_ONLY_RULES: list[JsonValue] = [
     _cel(
         "!has(self.interval) || self.backend == 'temporal'",
@@ -386,6 +415,26 @@ class ScheduledJobSpec(ApiModel):
         "condition and written to the Temporal schedule's pause note.",
         max_length=256,
     )
+    suspend_until: datetime | None = Field(
+        default=None,
+        description="A maintenance window: no runs until this time (RFC 3339 with a zone, "
+        "such as 2026-12-24T06:00:00Z), then the job resumes by itself, on both backends. "
+        "Slots inside it are suspended, not missed. spec.suspendNote says why. A time "
+        "already past has no effect (and says so in Ready). Not with suspend: true.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.matches('(Z|z|[+-][0-9][0-9]:[0-9][0-9])$')",
+                    "suspendUntil needs a time zone: end it with Z or an offset such as "
+                    "+01:00 (for example 2026-12-24T06:00:00Z)",
+                )
+            ]
+        },
+    )
+    failure_policy: FailurePolicy | None = Field(
+        default=None,
+        description="Pause the job after consecutive failed runs (default: never paused).",
+    )
     successful_runs_history_limit: int = Field(
         default=1, ge=0, le=100, description="Finished successful runs kept."
     )
@@ -461,6 +510,11 @@ class ScheduledJobSpec(ApiModel):
                     "startingDeadlineSeconds is Temporal's catch-up window, which must be "
                     "at least 10",
                     fieldPath=".startingDeadlineSeconds",
+                ),
+                _cel(
+                    "!(has(self.suspend) && self.suspend) || !has(self.suspendUntil)",
+                    "set suspend: true (until resumed) or suspendUntil (until a time), not both",
+                    fieldPath=".suspendUntil",
                 ),
                 _cel(
                     "!has(self.startTime) || !has(self.endTime) || "

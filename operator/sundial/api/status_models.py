@@ -167,6 +167,34 @@ class CountedRun(ApiModel):
     ended: datetime
 
 
+PauseReason = Literal["Suspended", "MaintenanceWindow", "FailurePolicy"]
+
+
+class PauseStatus(ApiModel):
+    """Why the backend schedules nothing now (planning/pausing.py decides)."""
+
+    reason: PauseReason = Field(
+        description="Suspended (spec.suspend), MaintenanceWindow (spec.suspendUntil) or "
+        "FailurePolicy (failurePolicy.pauseAfter consecutive failed runs)."
+    )
+    message: str = Field(default="", max_length=1024)
+    since: datetime | None = Field(default=None, description="When the pause began.")
+    until: datetime | None = Field(
+        default=None, description="When it lifts by itself (suspendUntil, resumeAfter)."
+    )
+    tripped_by: datetime | None = Field(
+        default=None, description="FailurePolicy: the slot of the failed run that tripped it."
+    )
+    failures: int | None = Field(
+        default=None, description="FailurePolicy: the consecutive failures that tripped it."
+    )
+    generation: int | None = Field(
+        default=None,
+        description="FailurePolicy: the spec's generation when it tripped (a spec change "
+        "lifts it).",
+    )
+
+
 class ScheduledJobStatus(ApiModel):
     # Status written by an older operator may hold fields this one no longer knows.
     model_config = ConfigDict(extra="ignore")
@@ -190,13 +218,24 @@ class ScheduledJobStatus(ApiModel):
     )
     last_result: str | None = Field(
         default=None,
-        description="The newest run's result, or Suspended while spec.suspend is true.",
+        description="The newest run's result; Suspended while spec.suspend or a maintenance "
+        "window holds it, PausedByFailurePolicy while the failure policy does.",
     )
     consecutive_failures: int | None = Field(
         default=None, description="Failed or timed-out runs since the last success."
     )
     consecutive_successes: int | None = Field(
         default=None, description="Successful runs since the last failure."
+    )
+    pause: PauseStatus | None = Field(
+        default=None,
+        description="Why no run is scheduled now, and until when: spec.suspend, a "
+        "maintenance window, or the failure policy.",
+    )
+    failures_before_resume: int | None = Field(
+        default=None,
+        description="Bookkeeping: consecutive failures already counted toward a failure "
+        "pause that was lifted; the next pause needs failurePolicy.pauseAfter more.",
     )
     recent_runs: list[RecentRun] = Field(
         default_factory=list, max_length=50, description="The latest runs, newest first."

@@ -16,6 +16,7 @@ from sundial.api.models import (
     ScheduledJobSpec,
 )
 from sundial.planning.cronjob import job_template, spec_hash
+from sundial.planning.pausing import is_held_note
 
 SPEC_HASH_MEMO_KEY = f"{GROUP}/spec-hash"
 SCHEDULEDJOB_MEMO_KEY = f"{GROUP}/scheduledjob"
@@ -26,6 +27,7 @@ SCHEDULEDJOB_UID_MEMO_KEY = f"{GROUP}/scheduledjob-uid"
 # SDKs document 60 s, and an implicit default is a surprise waiting to happen).
 DEFAULT_CATCHUP_WINDOW = timedelta(days=365)
 SUSPEND_NOTE = "Paused by Sundial: the ScheduledJob has spec.suspend: true"
+HELD_NOTE = "Paused by Sundial"
 RESUME_NOTE = "Resumed by Sundial: the ScheduledJob has spec.suspend: false"
 # A schedule created paused while its ScheduledJob switches from kubernetes: it proves that
 # Temporal accepts it before the CronJob goes, and starts only once the CronJob is gone.
@@ -50,13 +52,20 @@ def is_revoked_note(note: str | None) -> bool:
 
 
 def suspend_note(spec: ScheduledJobSpec) -> str:
-    """Sundial's pause note, with the person's spec.suspendNote after it."""
+    """Sundial's pause note, with the person's spec.suspendNote after it; a maintenance
+    window's or the failure policy's own (planning/pausing.py's held spec) after HELD_NOTE."""
+    if is_held_note(spec.suspend_note):
+        return f"{HELD_NOTE}: {spec.suspend_note}"
     return f"{SUSPEND_NOTE}: {spec.suspend_note}" if spec.suspend_note else SUSPEND_NOTE
 
 
 def is_suspend_note(note: str | None) -> bool:
-    """The pause is Sundial's own for spec.suspend (whatever note the person gave)."""
-    return bool(note) and str(note).startswith(SUSPEND_NOTE)
+    """The pause is Sundial's own for spec.suspend (whatever note the person gave), a
+    maintenance window or the failure policy."""
+    text = str(note or "")
+    return text.startswith(SUSPEND_NOTE) or (
+        text.startswith(f"{HELD_NOTE}: ") and is_held_note(text[len(HELD_NOTE) + 2 :])
+    )
 
 
 # A run now never ends a run, on either backend: its trigger never cancels or terminates
