@@ -30,8 +30,7 @@ sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
 from observe import Process  # noqa: E402
 
 from localstack import LocalStack, Ports  # noqa: E402
-from localstack.sundial_setup import default_connection_manifest  # noqa: E402
-from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess  # noqa: E402
+from support import Kubectl, OperatorProcess, install_sundial  # noqa: E402
 
 
 def open_counts(pid: int) -> tuple[int, int]:
@@ -97,9 +96,7 @@ def main() -> None:
     os.environ["SUNDIAL_TEMPORAL_TLS"] = "0"
     with LocalStack(args.state_dir, ports, node=False) as stack:
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
-        kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
-        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
-        kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
+        install_sundial(kubectl, stack.temporal_address)
         operator = OperatorProcess.on(stack, "churn", connection_refresh_seconds="5",
                                       log_level="INFO")  # fmt: skip
         operator.start()

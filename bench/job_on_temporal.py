@@ -34,8 +34,7 @@ sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
 from observe import Process  # noqa: E402
 
 from localstack import LocalStack  # noqa: E402
-from localstack.sundial_setup import default_connection_manifest  # noqa: E402
-from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, parse_time  # noqa: E402
+from support import Kubectl, OperatorProcess, install_sundial, parse_time  # noqa: E402
 
 NAMESPACE = "bench-jobs"
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -109,9 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     with LocalStack(node=True) as stack:
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
-        kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
-        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
-        kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
+        install_sundial(kubectl, stack.temporal_address)
         kubectl.run("create", "namespace", NAMESPACE)
         operator = OperatorProcess.on(stack, "bench-jobs", log_level="INFO")
         worker = OperatorProcess.on(stack, "bench-worker", args=("worker",))

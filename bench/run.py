@@ -65,13 +65,16 @@ from workload import (  # noqa: E402
 )
 
 from localstack import LocalStack, Ports  # noqa: E402
-from localstack.sundial_setup import (  # noqa: E402
-    CLUSTER_RESOURCE_NAMESPACE,
-    default_connection_manifest,
-)
+from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE  # noqa: E402
 from sundial.api.models import ScheduledJobSpec  # noqa: E402
 from sundial.planning.schedule import timetable  # noqa: E402
-from support import CRD_DIR, CRD_NAMES, Kubectl, OperatorProcess, free_port, scrape  # noqa: E402
+from support import (  # noqa: E402
+    Kubectl,
+    OperatorProcess,
+    free_port,
+    install_sundial,
+    scrape,
+)
 
 NAMESPACE = "bench"
 FLOOR_NAMESPACE = "floor"
@@ -218,9 +221,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         result["node"] = args.node
         kubectl = Kubectl(stack.kubectl, stack.kubeconfig)
         audit = AuditLog(audit_path)
-        kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
-        kubectl.run("wait", "--for=condition=Established", *CRD_NAMES)
-        kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
+        install_sundial(kubectl, stack.temporal_address)
         kubectl.run("create", "namespace", NAMESPACE)
         kubectl.run("create", "namespace", FLOOR_NAMESPACE)
 

@@ -26,16 +26,12 @@ def stack() -> Iterator[LocalStack]:
 
 # ---- the operator under test -------------------------------------------------------
 
-from localstack.sundial_setup import (  # noqa: E402
-    default_connection_manifest,
-)
 from support import (  # noqa: E402
-    CRD_DIR,
-    CRD_NAMES,
     SHARD_LABEL,
     Kubectl,
     OperatorProcess,
     fresh_namespace,
+    install_sundial,
     namespace_name,
 )
 
@@ -48,9 +44,7 @@ def kubectl(stack: LocalStack) -> Kubectl:
 @pytest.fixture(scope="session")
 def crd_installed(kubectl: Kubectl, stack: LocalStack) -> None:
     """The CRDs, and the operator's default ClusterTemporalConnection to the dev server."""
-    kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
-    kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(stack.temporal_address))
+    install_sundial(kubectl, stack.temporal_address)
 
 
 @pytest.fixture(scope="session")

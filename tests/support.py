@@ -189,6 +189,16 @@ class Kubectl:
         return items
 
 
+def install_sundial(kubectl: Kubectl, temporal_address: str) -> None:
+    """The CRDs, established, and the operator's default ClusterTemporalConnection to the
+    stack's Temporal: what a test session and each bench set up before an operator runs."""
+    from localstack.sundial_setup import default_connection_manifest
+
+    kubectl.run("apply", "--server-side", "-f", str(CRD_DIR))
+    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
+    kubectl.run("apply", "-f", "-", stdin=default_connection_manifest(temporal_address))
+
+
 def kubectl_sundial(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess[str]:
     """`kubectl sundial ...` on the stack: kubectl finds the kubectl-sundial the package
     installed beside this Python."""

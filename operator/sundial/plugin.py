@@ -33,9 +33,10 @@ from pydantic import ValidationError
 
 from sundial import timeline
 from sundial.api import reasons
-from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJobSpec
+from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJob
 from sundial.api.status_models import ScheduledJobStatus
 from sundial.planning import requests as rq
+from sundial.planning import spread
 from sundial.planning.schedule import (
     ScheduleError,
     iso,
@@ -153,7 +154,8 @@ def backfill(session: Session, args: argparse.Namespace) -> int:
         raise Failure("--to is in the future: backfill runs past slots; the schedule itself "
                       "runs the ones still to come")  # fmt: skip
     try:
-        table = timetable(ScheduledJobSpec.model_validate(obj.get("spec", {})))
+        as_run = spread.resolved(ScheduledJob.model_validate(obj))
+        table = timetable(as_run.spec)
     except (ScheduleError, ValueError) as error:
         raise Failure(f"the ScheduledJob's schedule cannot be read: {error}") from None
     slots = rq.backfill_slots(table, start, end)
@@ -326,6 +328,10 @@ def describe(
     if spec.get("suspend"):
         note = spec.get("suspendNote")
         lines.append("  Suspended: yes" + (f" — {note}" if note else ""))
+    pause = st.get("pause") or {}
+    if pause and pause.get("reason") != "Suspended":
+        # A maintenance window or the failure policy (planning/pausing.py says which).
+        lines.append(f"  Paused:    {pause.get('reason')}: {pause.get('message', '')}")
     drawn = object_timeline(obj, now or datetime.now(UTC), palette, limit=30, zone=local_zone)
     if isinstance(drawn, str):
         lines.append(f"  Timeline:  {drawn}")

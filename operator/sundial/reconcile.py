@@ -25,7 +25,7 @@ from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
-from sundial.planning import pausing
+from sundial.planning import pausing, spread
 from sundial.planning import status as st
 from sundial.planning import switching as sw
 from sundial.planning.requests import with_entries
@@ -115,11 +115,14 @@ class Reconciler:
             return None
 
         # 3. Validate what the CRD schema could not, and bring the chosen backend in step,
-        #    retiring the other one first: never both active at once. A maintenance window
-        #    or the failure policy holds it as spec.suspend would (planning/pausing.py).
+        #    retiring the other one first: never both active at once. The backend runs the
+        #    spec as it is to be run: its spread made concrete (planning/spread.py), and
+        #    held as spec.suspend would by a maintenance window or the failure policy
+        #    (planning/pausing.py).
         verdict = pausing.in_force(sj, now)
         try:
-            outcome = await self._bring_in_step(Pass(key, pausing.held(sj, verdict.pause), now))
+            as_run = pausing.held(spread.resolved(sj), verdict.pause)
+            outcome = await self._bring_in_step(Pass(key, as_run, now))
         except _Gone:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
             return 0.0
@@ -170,7 +173,7 @@ class Reconciler:
         if running is None:
             # The backend that runs by the last accepted spec: the chosen one, or mid-switch
             # the old one, which runs until the new one accepts.
-            p = Pass(key, sj, now)
+            p = Pass(key, _spread_or_as_is(sj), now)
             chosen = self.backend(sj.spec.backend)
             for backend in [chosen, *(b for b in self.backends if b is not chosen)]:
                 running = await backend.judge_running(p)
@@ -429,6 +432,15 @@ def _with_requests(
         return outcome
     handled = with_entries(outcome.status.requests, entries, annotations)
     return replace(outcome, status=outcome.status.model_copy(update={"requests": handled}))
+
+
+def _spread_or_as_is(sj: ScheduledJob) -> ScheduledJob:
+    """The ScheduledJob with its spread made concrete, or as it is if its spread is the
+    problem (the backend in place then runs by its last accepted schedule)."""
+    try:
+        return spread.resolved(sj)
+    except ScheduleError:
+        return sj
 
 
 def _lenient_status(body: dict[str, Any]) -> dict[str, Any]:

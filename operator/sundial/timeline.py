@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
 
 from sundial.api import reasons
-from sundial.api.status_models import Condition, MissedRun, RecentRun, ScheduledJobStatus
+from sundial.api.status_models import (
+    Condition,
+    MissedRun,
+    PauseStatus,
+    RecentRun,
+    ScheduledJobStatus,
+)
+from sundial.planning.schedule import iso
 
 Kind = Literal[
     "succeeded", "failed", "timedout", "missed", "skipped", "cancelled", "unknown", "running",
@@ -68,6 +75,7 @@ COLOURS: Final[dict[Kind, str]] = {
 PAUSED_BY_SUNDIAL: Final = {
     reasons.PAUSED_IN_TEMPORAL: "paused in Temporal",
     reasons.CONNECTION_NOT_ALLOWED: "paused: the connection no longer admits it",
+    reasons.PAUSED_BY_FAILURE_POLICY: "paused by the failure policy: kubectl sundial resume",
 }
 NO_RUNS: Final = "no runs yet"
 BAR_WIDTH: Final = 20
@@ -137,7 +145,7 @@ def build(
     limit: int = 30,
 ) -> Timeline:
     """The timeline of a ScheduledJob with `status`, at `now`: its `limit` latest slots."""
-    pause = pause_note(status.conditions, suspended, suspend_note)
+    pause = pause_note(status.conditions, suspended, suspend_note, status.pause)
     cells = slots(status, now, pause, limit)
     slotted = [cell for cell in cells if cell.kind != "suspended"]
     span = ""
@@ -278,10 +286,18 @@ def legend(cells: Iterable[Cell], palette: Palette = PLAIN) -> str:
     return "  ".join(parts)
 
 
-def pause_note(conditions: Sequence[Condition], suspended: bool, note: str | None) -> str | None:
-    """Why the backend schedules nothing now (spec.suspend, or paused by Sundial), or None."""
+def pause_note(
+    conditions: Sequence[Condition],
+    suspended: bool,
+    note: str | None,
+    pause: PauseStatus | None = None,
+) -> str | None:
+    """Why the backend schedules nothing now (spec.suspend, a maintenance window, or paused
+    by Sundial), or None."""
     if suspended:
         return "suspended" + (f" ({note})" if note else "")
+    if pause is not None and pause.reason == "MaintenanceWindow" and pause.until is not None:
+        return f"suspended until {iso(pause.until)}" + (f" ({note})" if note else "")
     ready = next((c for c in conditions if c.type == reasons.READY), None)
     if ready is not None:
         return PAUSED_BY_SUNDIAL.get(ready.reason)

@@ -105,6 +105,23 @@ class States:
         self.ready_sj(kubernetes_sj("suspended", self.namespace, suspend=True,
                                     suspendNote="db migration, ask #data"))  # fmt: skip
 
+    def maintenance_window(self) -> None:
+        self.ready_sj(kubernetes_sj("maintenance-window", self.namespace,
+                                    suspendUntil="2099-01-01T06:00:00Z",
+                                    suspendNote="db migration"))  # fmt: skip
+
+    def paused_by_failure_policy(self) -> None:
+        name = "paused-by-failure-policy"
+        self.temporal.ensure_worker()
+        self.kubectl.apply(temporal_scheduledjob(
+            name, self.namespace, interval={"every": "2s"},
+            workflow={"type": "SundialFail", "taskQueue": TASK_QUEUE},
+            failurePolicy={"pauseAfter": 2},
+        ))  # fmt: skip
+        eventually(lambda: with_reason(self.kubectl, name, self.namespace,
+                                       "PausedByFailurePolicy"),
+                   timeout=120, what="PausedByFailurePolicy")  # fmt: skip
+
     def paused_in_temporal(self) -> None:
         name = "paused-in-temporal"
         self.ready_sj(temporal_sj(name, self.namespace))
@@ -239,6 +256,8 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "healthy_kubernetes": ("Healthy", "In step on backend kubernetes; next run "),
     "healthy_temporal": ("Healthy", "In step on backend temporal; next run "),
     "suspended": ("Healthy", "Suspended: db migration, ask #data"),
+    "maintenance_window": ("Healthy", "Suspended until 2099-01-01T06:00:00Z: db migration"),
+    "paused_by_failure_policy": ("Healthy", "PausedByFailurePolicy: paused after "),
     "paused_in_temporal": ("Healthy", "PausedInTemporal: schedule is paused in Temporal "
                            "(incident 42)"),
     "runs_failing": ("Healthy", "RunsFailing: "),

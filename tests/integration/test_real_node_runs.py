@@ -8,7 +8,9 @@
 - a CronJob made by hand, imported and adopted between two slots (issue 29): one Job per
   slot across the adoption, none missed;
 - a slot whose Job the apiserver refused to create (an admission policy against the
-  controller) is missed, DeadlineExceeded.
+  controller) is missed, DeadlineExceeded;
+- a job that fails every slot is paused by failurePolicy.pauseAfter (issue 30), although the
+  apiserver refuses the CronJob's suspend for a while; `kubectl sundial resume` lifts it.
 
 Each is a scenario on one timeline of minute slots, some four minutes of waiting. The
 fixture `timelines` starts the scenarios at once, each in its own namespace and thread, so
@@ -77,6 +79,8 @@ def timelines(
             partial(adopted_between_slots, stack, kubectl),
         "test_a_slot_whose_job_create_was_refused_is_missed":
             partial(refused_job_create, stack, kubectl),
+        "test_a_job_failing_every_slot_is_paused_by_its_failure_policy":
+            partial(paused_by_its_failure_policy, stack, kubectl),
     }  # fmt: skip
     selected = [item.name for item in request.session.items if item.name in scenarios]
     with ExitStack() as namespaces:
@@ -116,6 +120,73 @@ def test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once(
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
 def test_a_slot_whose_job_create_was_refused_is_missed(timelines: dict[str, Background]) -> None:
     timelines["test_a_slot_whose_job_create_was_refused_is_missed"].join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_a_job_failing_every_slot_is_paused_by_its_failure_policy(
+    timelines: dict[str, Background],
+) -> None:
+    timelines["test_a_job_failing_every_slot_is_paused_by_its_failure_policy"].join(
+        SCENARIO_SECONDS
+    )
+
+
+# ---- failure policy (issue 30) -----------------------------------------------------------
+
+
+def paused_by_its_failure_policy(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
+    """A job whose Pod exits 1 every minute, failurePolicy.pauseAfter 2: once two runs have
+    failed on the node, Sundial suspends its CronJob, though an admission policy refuses
+    that write for a while (Ready says Forbidden meanwhile, the CronJob still unsuspended).
+    Once the refusal lifts the CronJob is suspended, and the controller makes no Job for a
+    slot after that (the audit log). `kubectl sundial resume` lifts the pause: the CronJob
+    is unsuspended and the next slot runs."""
+    name = "keeps-failing"
+    job = no_retry_job(stack.images["busybox"], "exit 1")
+    kubectl.apply(kubernetes_scheduledjob(name, namespace, job, failurePolicy={"pauseAfter": 2}))
+    eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
+
+    def suspended() -> bool:
+        return bool(((kubectl.get("cronjob", name, namespace) or {}).get("spec") or {})
+                    .get("suspend"))  # fmt: skip
+
+    with stack.faults.deny(
+        "failure-pause",
+        resources=["cronjobs"],
+        api_groups=["batch"],
+        operations=["UPDATE"],
+        namespace=namespace,
+        allow_if="!has(object.spec.suspend) || !object.spec.suspend",
+    ):
+        status = eventually(lambda: (s := sj_status(kubectl, name, namespace)).get("pause") and s,
+                            timeout=240, interval=2, what="tripped by two failed runs")  # fmt: skip
+        eventually(lambda: conditions_of(sj_status(kubectl, name, namespace))["Ready"]["reason"]
+                   == "Forbidden", timeout=90, interval=2, what="Ready Forbidden")  # fmt: skip
+        assert not suspended(), "the CronJob was suspended through the refusal"
+    eventually(suspended, timeout=90, interval=2, what="the CronJob suspended once allowed")
+    suspended_at = datetime.now(UTC)
+    pause = status["pause"]
+    assert pause["reason"] == "FailurePolicy", pause
+    assert pause["failures"] == 2, pause
+    failed = [r for r in status.get("recentRuns", []) if r["result"] == "Failed"]
+    assert failed, status
+    assert pause["trippedBy"] == failed[0]["scheduledTime"], (pause, failed)
+    status = eventually(lambda: (s := sj_status(kubectl, name, namespace))["conditions"] and
+                        conditions_of(s)["Ready"]["reason"] == "PausedByFailurePolicy" and s,
+                        timeout=60, interval=2, what="Ready says paused")  # fmt: skip
+    assert status["lastResult"] == "PausedByFailurePolicy", status
+    # Ground truth: nothing is made for the slots after the suspend.
+    made = created_jobs(stack, namespace)
+    assert len(made) >= 2, made
+    after = suspended_at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    wait_until(after + timedelta(seconds=25))
+    assert created_jobs(stack, namespace) == made, "a Job made while paused"
+    resumed = kubectl_sundial(kubectl, "resume", name, "-n", namespace)
+    assert resumed.returncode == 0, resumed.stderr
+    eventually(lambda: not suspended(), timeout=60, interval=2, what="the CronJob unsuspended")
+    eventually(lambda: len(created_jobs(stack, namespace)) > len(made), timeout=100,
+               interval=2, what="the next slot runs after the resume")  # fmt: skip
+    assert not sj_status(kubectl, name, namespace).get("missedRuns")
 
 
 # ---- import and adoption (issue 29) -----------------------------------------------------

@@ -199,3 +199,18 @@ def test_the_status_block_puts_the_cells_then_the_next_runs() -> None:
     assert block[2].startswith("  Duration:  [")
     assert block[-1].startswith("  Legend:    ")
     assert sum(line.startswith("  Legend:") for line in block) == 1
+
+
+def test_a_maintenance_window_and_a_failure_pause_say_why_nothing_runs() -> None:
+    window = status(pause={"reason": "MaintenanceWindow", "until": "2026-12-04T06:00:00Z"})
+    assert timeline.pause_note(window.conditions, False, "db migration", window.pause) == (
+        "suspended until 2026-12-04T06:00:00Z (db migration)"
+    )
+    paused = status(conditions=[{
+        "type": "Ready", "status": "True", "reason": "PausedByFailurePolicy",
+        "message": "paused after 3", "lastTransitionTime": "2026-12-04T00:00:00Z",
+    }], pause={"reason": "FailurePolicy"})  # fmt: skip
+    note = timeline.pause_note(paused.conditions, False, None, paused.pause)
+    assert note is not None
+    assert note.startswith("paused by the failure policy")
+    assert timeline.pause_note(status().conditions, False, None, None) is None

@@ -74,6 +74,8 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
         for key, value in node.items():
             if key in _DROPPED_KEYWORDS or key == "$defs":
                 continue
+            if key == "format" and value is None:
+                continue  # a model's `"format": None` takes its type's format away
             if key == "properties":
                 out[key] = {name: convert(sub) for name, sub in value.items()}
             elif key in ("items", "additionalProperties") and isinstance(value, dict):

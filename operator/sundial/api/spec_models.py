@@ -54,6 +54,23 @@ class ApiModel(BaseModel):
     )
 
 
+def _zoned_time_string(field: str) -> dict[str, JsonValue]:
+    """A time field's schema as a string that must be RFC 3339 with its zone: without the
+    date-time format, which the apiserver would read as a CEL timestamp (then no rule
+    could see a missing zone, taken for UTC)."""
+    return {
+        "format": None,
+        "x-kubernetes-validations": [
+            _cel(
+                "self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                "(\\\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$')",
+                f"{field} needs a time zone: write an RFC 3339 time ending in Z or an offset "
+                "such as +01:00 (for example 2026-12-24T06:00:00Z)",
+            )
+        ],
+    }
+
+
 def _whole_seconds(field: str) -> JsonValue:
     """Temporal keeps interval durations in whole seconds and drops the rest silently
     (1500ms runs every second), so a fraction is refused rather than miscounted."""
@@ -295,7 +312,7 @@ class MonitoringSpec(ApiModel):
 
 class FailurePolicy(ApiModel):
     """What Sundial does about a job that keeps failing, the same on both backends
-    (docs/failure-policy.md)."""
+    (docs/policies.md)."""
 
     pause_after: int = Field(
         ge=1,
@@ -368,7 +385,9 @@ class ScheduledJobSpec(ApiModel):
         description=(
             "5-field cron expression (minute hour day-of-month month day-of-week) or a macro: "
             "@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly. "
-            "The time zone is spec.timeZone, never a TZ= prefix. Exactly one of schedule "
+            "The time zone is spec.timeZone, never a TZ= prefix. H in the minute or hour "
+            "field (H, H(0-9), H/15) spreads jobs: a value of its own per object, by a hash "
+            "of its namespace and name, the same on both backends. Exactly one of schedule "
             "and interval."
         ),
         min_length=1,
@@ -421,15 +440,7 @@ class ScheduledJobSpec(ApiModel):
         "such as 2026-12-24T06:00:00Z), then the job resumes by itself, on both backends. "
         "Slots inside it are suspended, not missed. spec.suspendNote says why. A time "
         "already past has no effect (and says so in Ready). Not with suspend: true.",
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(
-                    "self.matches('(Z|z|[+-][0-9][0-9]:[0-9][0-9])$')",
-                    "suspendUntil needs a time zone: end it with Z or an offset such as "
-                    "+01:00 (for example 2026-12-24T06:00:00Z)",
-                )
-            ]
-        },
+        json_schema_extra=_zoned_time_string("suspendUntil"),
     )
     failure_policy: FailurePolicy | None = Field(
         default=None,

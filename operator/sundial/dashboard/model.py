@@ -114,7 +114,7 @@ def detail(obj: Mapping[str, Any]) -> dict[str, Any]:
 def state(spec: Mapping[str, Any], status: ScheduledJobStatus) -> State:
     """One word for the filter and the row's badge, the most pressing first: suspended and
     paused (nothing runs), failing, not Ready, missed, running, ok, no runs yet."""
-    if spec.get("suspend"):
+    if spec.get("suspend") or (status.pause and status.pause.reason == "MaintenanceWindow"):
         return "suspended"
     ready = _condition(status, reasons.READY)
     if ready is not None and ready["reason"] in timeline.PAUSED_BY_SUNDIAL:
@@ -140,13 +140,14 @@ def marks(spec: Mapping[str, Any], status: ScheduledJobStatus) -> list[dict[str,
     """Why nothing is scheduled now: `suspended` (spec.suspend, with its note) or `paused`
     (by Sundial: Temporal, the connection), since the Ready condition's change."""
     note = timeline.pause_note(
-        status.conditions, bool(spec.get("suspend")), spec.get("suspendNote")
+        status.conditions, bool(spec.get("suspend")), spec.get("suspendNote"), status.pause
     )
     if note is None:
         return []
     ready = _condition(status, reasons.READY)
+    window = status.pause is not None and status.pause.reason == "MaintenanceWindow"
     return [{
-        "kind": "suspended" if spec.get("suspend") else "paused",
+        "kind": "suspended" if spec.get("suspend") or window else "paused",
         "note": note,
         "since": ready["since"] if ready is not None else None,
     }]  # fmt: skip

@@ -1,6 +1,6 @@
 """Why a ScheduledJob's backend must schedule nothing now: spec.suspend, a maintenance
 window (spec.suspendUntil) or its failure policy (spec.failurePolicy). Pure; `now` is
-passed in. docs/failure-policy.md has the rules for users.
+passed in. docs/policies.md has the rules for users.
 
 A pass (reconcile.py) asks `in_force` before it brings the backend in step and gives the
 backend the spec as it is to be run (`held`: suspend true, with the pause's note), so both

@@ -147,6 +147,9 @@ def not_ready(
         update={
             "observed_generation": sj.metadata.generation,
             "conditions": _with_switching(with_condition(previous.conditions, ready), switch),
+            # A pause outlives a pass that could not act (planning/pausing.py owns it).
+            "pause": sj.status.pause,
+            "failures_before_resume": sj.status.failures_before_resume,
         }
     )
 

@@ -14,7 +14,10 @@
 --              `argocd app sync && argocd app wait` (Argo CD issue 25551). Alert on runs
 --              with Sundial's metrics, or set failingRunsDegrade to true to make
 --              RunsFailing Degraded. Suspended is Healthy too, as for Argo CD's CronJob:
---              one Suspended resource would make the whole Application Suspended.
+--              one Suspended resource would make the whole Application Suspended; so are a
+--              maintenance window (spec.suspendUntil) and a pause by the failure policy
+--              (Ready PausedByFailurePolicy, first in the message; with
+--              failingRunsDegrade, Degraded, as its RunsFailing is True).
 local failingRunsDegrade = false
 
 local function findCondition(status, kind)
@@ -73,7 +76,16 @@ local function health(o)
     else
       table.insert(parts, "Suspended")
     end
+  elseif status.pause ~= nil and status.pause.reason == "MaintenanceWindow" then
+    -- "until" is a Lua keyword: the field is read by its name as a string.
+    local line = "Suspended until " .. tostring(status.pause["until"])
+    local note = o.spec and o.spec.suspendNote
+    if note ~= nil and note ~= "" then
+      line = line .. ": " .. note
+    end
+    table.insert(parts, line)
   elseif ready.reason ~= "Reconciled" then
+    -- PausedByFailurePolicy among them: which run tripped it, and how to resume.
     table.insert(parts, said(ready))
   end
   local failing = findCondition(status, "RunsFailing")
