@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from temporalio.client import ScheduleDescription
 from localstack import LocalStack
 from support import (
     SHARD_LABEL,
+    Background,
     Kubectl,
     OperatorProcess,
     TemporalSide,
@@ -36,9 +39,11 @@ from support import (
     conditions_of,
     eventually,
     faulted_operator,
+    fresh_namespace,
     in_shard,
     kubectl_sundial,
     kubernetes_scheduledjob,
+    namespace_name,
     parse_time,
     sample,
     scrape,
@@ -51,6 +56,7 @@ from temporal_workflows import TASK_QUEUE
 pytestmark = pytest.mark.cluster
 
 SHARD = "pause-policies"
+SCENARIO_SECONDS = 420
 FAIL = {"type": "SundialFail", "taskQueue": TASK_QUEUE}
 # Failures, 3 s apart, that trip the temporal job's policy: the connection stalls at the
 # first one seen, so the trip falls due while it is stalled.
@@ -92,11 +98,58 @@ def started_between(runs: list[Any], start: datetime, end: datetime) -> list[Any
     return [e for e in runs if start <= e.start_time <= end]
 
 
+@pytest.fixture(scope="module")
+def scenarios(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess,
+    own_operator: OperatorProcess, temporal: TemporalSide, request: pytest.FixtureRequest,
+) -> Iterator[dict[str, Background]]:  # fmt: skip
+    """The two longer tests' scenarios, started together (each in its own namespace and
+    thread: one on the session's operator, one on this module's own), so that their waits
+    overlap; each test joins its own, which raises what it found."""
+    temporal.ensure_worker()
+    made: dict[str, Callable[[str], None]] = {
+        "test_a_failing_temporal_job_is_paused_through_a_stalled_connection_and_resume_lifts_it":
+            partial(failing_temporal_job_paused, stack, kubectl, operator, temporal),
+        "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill":
+            partial(window_by_label, stack, kubectl, own_operator, temporal),
+    }  # fmt: skip
+    selected = [item.name for item in request.session.items if item.name in made]
+    with ExitStack() as namespaces:
+        where = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
+                 for test in selected}  # fmt: skip
+        running = {test: Background(partial(made[test], ns)) for test, ns in where.items()}
+        yield running
+        for background in running.values():  # before their namespaces go
+            background.thread.join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
 def test_a_failing_temporal_job_is_paused_through_a_stalled_connection_and_resume_lifts_it(
+    scenarios: dict[str, Background],
+) -> None:
+    scenarios[
+        "test_a_failing_temporal_job_is_paused_through_a_stalled_connection_and_resume_lifts_it"
+    ].join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill(
+    scenarios: dict[str, Background],
+) -> None:
+    scenarios[
+        "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill"
+    ].join(SCENARIO_SECONDS)
+
+
+def failing_temporal_job_paused(
     stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide,
     namespace: str,
 ) -> None:  # fmt: skip
-    temporal.ensure_worker()
+    """pauseAfter failures of a workflow, 3 s apart, with the object's Temporal connection
+    stalled when the trip falls due: Ready Unknown meanwhile and no pause guessed; once the
+    connection flows, the schedule is paused in Temporal with Sundial's note, status names
+    a run that Temporal lists as failed, nothing more starts, one Event and one count;
+    `kubectl sundial resume` lifts it, and pauseAfter new failures pause it again."""
     relay = stack.faults.temporal_relay("failure-policy")
     kubectl.apply(temporal_connection("stalling", namespace, address=relay.address,
                                       namespace="default"))  # fmt: skip
@@ -186,12 +239,17 @@ def cronjob_writes(audit: Path, namespace: str, name: str, user: str) -> list[di
             and e.get("stage") == "ResponseComplete"]  # fmt: skip
 
 
-def test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill(
+def window_by_label(
     stack: LocalStack, kubectl: Kubectl, own_operator: OperatorProcess, temporal: TemporalSide,
     namespace: str,
 ) -> None:  # fmt: skip
-    temporal.ensure_worker()
-    team = {"team": "data"}
+    """A window of 45 s set by label on a CronJob and a schedule (a third object without
+    the label untouched), the operator SIGKILLed inside it and started only after it ended:
+    both backends pause, and resume by themselves; nothing started inside it (Temporal's
+    listing), nothing is reported missed, and the repeated bulk suspend wrote nothing (the
+    audit log: one suspend, one resume)."""
+    # A label only this test's objects carry: the bulk verbs go across namespaces (-A).
+    team = {"sundial-test": "maintenance-window"}
     cron = kubernetes_scheduledjob("nightly", namespace, {"image": stack.images["busybox"]},
                                    schedule="* * * * *")  # fmt: skip
     flow = temporal_scheduledjob("ticks", namespace, interval={"every": "2s"})
@@ -207,7 +265,7 @@ def test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigk
     eventually(lambda: executions(temporal, schedule_id), what="ticks running")
 
     window = 45
-    done = kubectl_sundial(kubectl, "suspend", "-l", "team=data", "-n", namespace,
+    done = kubectl_sundial(kubectl, "suspend", "-l", "sundial-test=maintenance-window", "-A",
                            "--for", f"{window}s", "--note", "db migration")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"scheduledjob {namespace}/nightly: suspended until" in done.stdout, done.stdout
@@ -216,7 +274,7 @@ def test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigk
     until = parse_time(sj_status_spec(kubectl, "ticks", namespace)["suspendUntil"])
     assert until - datetime.now(UTC) <= timedelta(seconds=window)
     # Repeated, it writes nothing: the same window is already set.
-    again = kubectl_sundial(kubectl, "suspend", "-l", "team=data", "-n", namespace,
+    again = kubectl_sundial(kubectl, "suspend", "-l", "sundial-test=maintenance-window", "-A",
                             "--until", sj_status_spec(kubectl, "ticks", namespace)["suspendUntil"],
                             "--note", "db migration")  # fmt: skip
     assert again.returncode == 0, again.stderr

@@ -135,14 +135,16 @@ def test_a_job_failing_every_slot_is_paused_by_its_failure_policy(
 
 
 def paused_by_its_failure_policy(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:
-    """A job whose Pod exits 1 every minute, failurePolicy.pauseAfter 2: once two runs have
-    failed on the node, Sundial suspends its CronJob, though an admission policy refuses
-    that write for a while (Ready says Forbidden meanwhile, the CronJob still unsuspended).
-    Once the refusal lifts the CronJob is suspended, and the controller makes no Job for a
-    slot after that (the audit log). `kubectl sundial resume` lifts the pause: the CronJob
-    is unsuspended and the next slot runs."""
+    """A job whose scheduled Pods exit 1 every minute, failurePolicy.pauseAfter 2: once two
+    runs have failed on the node, Sundial suspends its CronJob, though an admission policy
+    refuses that write for a while (Ready says Forbidden meanwhile, the CronJob still
+    unsuspended). Once the refusal lifts the CronJob is suspended, and the controller makes
+    no Job for a slot after that (the audit log). A run now is allowed while paused; it
+    succeeds (the script passes when it runs for a request), which lifts the pause as a
+    recovery: the CronJob is unsuspended and the next slot runs. (`kubectl sundial resume`
+    is the temporal scenario's, in test_pause_policies.)"""
     name = "keeps-failing"
-    job = no_retry_job(stack.images["busybox"], "exit 1")
+    job = no_retry_job(stack.images["busybox"], 'test -n "$SUNDIAL_REQUEST"')
     kubectl.apply(kubernetes_scheduledjob(name, namespace, job, failurePolicy={"pauseAfter": 2}))
     eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
 
@@ -181,11 +183,20 @@ def paused_by_its_failure_policy(stack: LocalStack, kubectl: Kubectl, namespace:
     after = suspended_at.replace(second=0, microsecond=0) + timedelta(minutes=1)
     wait_until(after + timedelta(seconds=25))
     assert created_jobs(stack, namespace) == made, "a Job made while paused"
-    resumed = kubectl_sundial(kubectl, "resume", name, "-n", namespace)
-    assert resumed.returncode == 0, resumed.stderr
-    eventually(lambda: not suspended(), timeout=60, interval=2, what="the CronJob unsuspended")
-    eventually(lambda: len(created_jobs(stack, namespace)) > len(made), timeout=100,
-               interval=2, what="the next slot runs after the resume")  # fmt: skip
+    ran = kubectl_sundial(kubectl, "run", name, "-n", namespace, "--timeout", "90")
+    assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    eventually(lambda: not suspended(), timeout=90, interval=2,
+               what="the CronJob unsuspended by the run now's success")  # fmt: skip
+    status = sj_status(kubectl, name, namespace)
+    assert "pause" not in status, status
+    recovered = [r for r in status.get("recentRuns", []) if r.get("requested", "")
+                 .startswith("RunNow/") and r["result"] == "Succeeded"]  # fmt: skip
+    assert recovered, status.get("recentRuns")
+    lifted = kubectl.events(namespace, reason="FailurePauseLifted")
+    assert lifted, "no FailurePauseLifted Event"
+    assert "succeeded" in lifted[0]["message"], lifted
+    eventually(lambda: len(created_jobs(stack, namespace)) > len(made) + 1, timeout=100,
+               interval=2, what="the next slot runs after the recovery")  # fmt: skip
     assert not sj_status(kubectl, name, namespace).get("missedRuns")
 
 
