@@ -196,8 +196,8 @@ class Reconciler:
         verdict = pausing.after_runs(sj, verdict, outcome.status, now)
         status = pausing.settled(sj, outcome.status, verdict, now)
         wakes = [w for w in (outcome.requeue_after,) if w is not None]
-        if verdict.tripped:
-            wakes.append(0.0)
+        if verdict.tripped or verdict.recovered:
+            wakes.append(0.0)  # the backend pauses, or resumes, on the next pass
         if verdict.wake_at is not None:
             wakes.append(max((verdict.wake_at - now).total_seconds(), 0.0) + 1.0)
         key = (sj.metadata.namespace, sj.metadata.name)

@@ -223,3 +223,21 @@ def test_while_held_no_number_of_failures_trips_the_policy() -> None:
     assert not verdict.tripped
     assert verdict.pause is not None
     assert verdict.pause.reason == "MaintenanceWindow"
+
+
+def test_a_run_now_that_succeeds_lifts_the_pause_in_the_pass_that_sees_it() -> None:
+    """The pass that judges the successful run lifts the pause at once (no later event need
+    come: a paused job has no next slot to wake it)."""
+    pause = tripped(scheduledjob(failurePolicy={"pauseAfter": 2}), 2).pause
+    assert pause is not None
+    sj = scheduledjob(failurePolicy={"pauseAfter": 2}, status=paused_status(pause, 2))
+    held = pausing.in_force(sj, NOW)
+    assert held.pause is not None
+    verdict = pausing.after_runs(sj, held, judged(0, 1), NOW)
+    assert verdict.pause is None
+    assert verdict.recovered
+    assert verdict.lifted is not None
+    assert "succeeded" in verdict.lifted
+    still = pausing.after_runs(sj, held, judged(3), NOW)
+    assert still.pause == pause
+    assert not still.recovered

@@ -54,6 +54,8 @@ class Verdict:
     lifted: str | None = None
     # The failure policy tripped by this pass's runs (the backend pauses on the next pass).
     tripped: bool = False
+    # Lifted by this pass's runs (a run now that succeeded): the backend resumes on the next.
+    recovered: bool = False
 
     @property
     def wake_at(self) -> datetime | None:
@@ -107,6 +109,12 @@ def _lift_reason(sj: ScheduledJob, pause: PauseStatus, now: datetime) -> str | N
         return f"resumed ({RESUME_ANNOTATION})"
     if pause.until is not None and now >= pause.until:
         return f"failurePolicy.resumeAfter passed at {iso(pause.until)}"
+    return _recovery(sj, status)
+
+
+def _recovery(sj: ScheduledJob, status: ScheduledJobStatus) -> str | None:
+    """Why the streak no longer holds the job: runs succeeded since (a run now, allowed
+    while paused), as many in a row as monitoring.recoveryThreshold asks."""
     recovery = (sj.spec.monitoring or MonitoringSpec()).recovery_threshold
     if not status.consecutive_failures and (status.consecutive_successes or 0) >= recovery:
         return f"{status.consecutive_successes} run(s) succeeded since (a run now)"
@@ -144,8 +152,13 @@ def after_runs(
     if baseline is not None and failures < baseline:
         baseline = None  # a success ended the streak the resume set aside
     verdict = replace(verdict, failures_before_resume=baseline)
+    pause = verdict.pause
+    if pause is not None and pause.reason == "FailurePolicy":
+        recovered = _recovery(sj, judged)
+        if recovered is not None:
+            return Verdict(None, None, recovered, recovered=True)
     policy = sj.spec.failure_policy
-    if policy is None or verdict.pause is not None:
+    if policy is None or pause is not None:
         return verdict
     counted = failures - (baseline or 0)
     if counted < policy.pause_after:
