@@ -60,6 +60,16 @@ def cronjob_minutes(kubectl: Kubectl, prefix: str) -> list[int]:
             if c["metadata"]["name"].startswith(f"{prefix}-")]  # fmt: skip
 
 
+def schedule_ids(kubectl: Kubectl, prefix: str) -> list[str]:
+    """The Temporal schedules made so far for the temporal-backed objects of `prefix`."""
+    listed = json.loads(kubectl.run("get", "scheduledjobs", "-n", NAMESPACE, "-o", "json",
+                                    timeout=120).stdout)  # fmt: skip
+    return [o["status"]["backendRef"]["scheduleId"] for o in listed["items"]
+            if o["metadata"]["name"].startswith(f"{prefix}-")
+            and o["spec"].get("backend") == "temporal"
+            and (o.get("status") or {}).get("backendRef")]  # fmt: skip
+
+
 def schedule_minutes(address: str, ids: list[str]) -> list[int]:
     async def read() -> list[int]:
         client = await Client.connect(address)
@@ -96,21 +106,17 @@ def main() -> None:
         for schedule, prefix in (("0 * * * *", "herd"), ("H * * * *", "spread")):
             kubectl.run("apply", "-f", "-", stdin=manifests(args.size, schedule, prefix),
                         timeout=600)  # fmt: skip
-        expected = args.size - len(range(0, args.size, TEMPORAL_SHARE))
+        on_temporal = len(range(0, args.size, TEMPORAL_SHARE))
         deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # every CronJob and schedule made
             made = len(cronjob_minutes(kubectl, "spread")) + len(cronjob_minutes(kubectl, "herd"))
-            if made >= 2 * expected:
+            scheduled = sum(len(schedule_ids(kubectl, prefix)) for prefix in ("herd", "spread"))
+            if made >= 2 * (args.size - on_temporal) and scheduled >= 2 * on_temporal:
                 break
             time.sleep(5)
         results: dict[str, Any] = {}
         for prefix in ("herd", "spread"):
-            listed = json.loads(kubectl.run("get", "scheduledjobs", "-n", NAMESPACE, "-o",
-                                            "json", timeout=120).stdout)  # fmt: skip
-            ids = [o["status"]["backendRef"]["scheduleId"] for o in listed["items"]
-                   if o["metadata"]["name"].startswith(f"{prefix}-")
-                   and o["spec"].get("backend") == "temporal"
-                   and (o.get("status") or {}).get("backendRef")]  # fmt: skip
+            ids = schedule_ids(kubectl, prefix)
             results[prefix] = {
                 "kubernetes": summary(cronjob_minutes(kubectl, prefix)),
                 "temporal": summary(schedule_minutes(stack.temporal_address, ids)),
