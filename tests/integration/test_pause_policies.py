@@ -174,8 +174,9 @@ def failing_temporal_job_paused(
     note = described.schedule.state.note or ""
     assert note.startswith("Paused by Sundial: failurePolicy: paused after"), note
     paused_at = datetime.now(UTC)
-    status = eventually(lambda: (s := sj_status(kubectl, "fails", namespace)).get("pause") and s,
-                        what="status.pause")  # fmt: skip
+    # Status says so once the pass that paused the schedule has written it.
+    status = eventually(lambda: (s := sj_status(kubectl, "fails", namespace)).get("lastResult")
+                        == "PausedByFailurePolicy" and s, what="status: paused")  # fmt: skip
     pause = status["pause"]
     assert pause["reason"] == "FailurePolicy", pause
     assert pause["failures"] >= PAUSE_AFTER, pause

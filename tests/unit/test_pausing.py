@@ -100,10 +100,21 @@ def test_a_failure_pause_holds_the_backend_as_suspend_would_with_its_own_note() 
     assert not is_suspend_note("paused by hand: failurePolicy: x")
 
 
-def test_the_pause_says_so_in_last_result_ready_and_next_runs() -> None:
+def test_the_pause_says_so_in_last_result_ready_and_next_runs_once_the_backend_holds() -> None:
     sj = scheduledjob(failurePolicy={"pauseAfter": 2})
     verdict = tripped(sj, 2)
-    status = pausing.settled(sj, judged(2), verdict, NOW)
+    # The pass that trips it has not paused the backend yet: only status.pause says so.
+    first = pausing.settled(sj, judged(2), verdict, NOW)
+    assert first.pause == verdict.pause
+    assert first.last_result == "Failed"
+    ready = find_condition(first.conditions, reasons.READY)
+    assert ready is not None
+    assert ready.reason == reasons.RECONCILED
+    # The next pass holds the backend (suspended, paused): now they say so.
+    assert verdict.pause is not None
+    paused = scheduledjob(failurePolicy={"pauseAfter": 2}, status=paused_status(verdict.pause, 2))
+    held = pausing.after_runs(paused, pausing.in_force(paused, NOW), judged(2), NOW)
+    status = pausing.settled(paused, judged(2), held, NOW)
     ready = find_condition(status.conditions, reasons.READY)
     assert status.last_result == reasons.PAUSED_BY_FAILURE_POLICY
     assert ready is not None

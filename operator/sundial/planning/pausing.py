@@ -188,8 +188,8 @@ def settled(
     sj: ScheduledJob, judged: ScheduledJobStatus, verdict: Verdict, now: datetime
 ) -> ScheduledJobStatus:
     """The status with the verdict in it: status.pause and the set-aside failures; under a
-    failure pause, LAST RESULT and Ready's reason say so; a window already over says when
-    it ended."""
+    failure pause the backend holds (from the pass after the trip, which pauses it), LAST
+    RESULT and Ready's reason say so; a window already over says when it ended."""
     update: dict[str, object] = {
         "pause": verdict.pause,
         "failures_before_resume": verdict.failures_before_resume,
@@ -197,7 +197,7 @@ def settled(
     ready = find_condition(judged.conditions, reasons.READY)
     generation = sj.metadata.generation
     pause = verdict.pause
-    if pause is not None and pause.reason == "FailurePolicy":
+    if pause is not None and pause.reason == "FailurePolicy" and not verdict.tripped:
         update["last_result"] = PAUSED_BY_FAILURE_POLICY_RESULT
         update["next_run_times"] = []
         if ready is not None and ready.status == "True":
