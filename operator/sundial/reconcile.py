@@ -200,15 +200,17 @@ class Reconciler:
             wakes.append(0.0)  # the backend pauses, or resumes, on the next pass
         if verdict.wake_at is not None:
             wakes.append(max((verdict.wake_at - now).total_seconds(), 0.0) + 1.0)
-        key = (sj.metadata.namespace, sj.metadata.name)
-        reason = verdict.pause.reason if verdict.pause is not None else None
-        self.metrics.pause(key, sj.spec.backend, reason, tripped=verdict.tripped)
         return replace(outcome, status=status, requeue_after=min(wakes, default=None)), verdict
 
     async def _announce_pause(
         self, sj: ScheduledJob, verdict: pausing.Verdict, now: datetime
     ) -> None:
-        """One Event when the failure policy pauses the job, one when that pause lifts."""
+        """One Event when the failure policy pauses the job, one when that pause lifts, and
+        the pause in metrics: after the status write, so a write that fails (the next pass
+        trips it again) moves no counter twice."""
+        key = (sj.metadata.namespace, sj.metadata.name)
+        reason = verdict.pause.reason if verdict.pause is not None else None
+        self.metrics.pause(key, sj.spec.backend, reason, tripped=verdict.tripped)
         if verdict.tripped and verdict.pause is not None:
             await self.events.record(
                 sj, "Warning", reasons.PAUSED_BY_FAILURE_POLICY, verdict.pause.message, now=now
