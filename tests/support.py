@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -143,6 +144,24 @@ class Background:
         assert not self.thread.is_alive(), f"the scenario still runs after {timeout:.0f}s"
         if self.error is not None:
             raise self.error
+
+
+@contextlib.contextmanager
+def scenarios_started(
+    kubectl: Kubectl, request: Any, made: dict[str, Callable[[str], None]], seconds: float
+) -> Iterator[dict[str, Background]]:
+    """The scenarios of the selected tests (by test name), each in a fresh namespace and a
+    thread of its own, started together so that their waits overlap; each test joins its
+    own. When the block ends they are joined, before their namespaces go."""
+    selected = [item.name for item in request.session.items if item.name in made]
+    with contextlib.ExitStack() as namespaces:
+        where = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
+                 for test in selected}  # fmt: skip
+        running = {test: Background(functools.partial(made[test], ns))
+                   for test, ns in where.items()}  # fmt: skip
+        yield running
+        for background in running.values():
+            background.thread.join(seconds)
 
 
 class Kubectl:

@@ -28,6 +28,8 @@ from kubernetes.watch.watch import iter_resp_lines
 from sundial.api.models import GROUP, PLURAL, VERSION
 
 FIELD_MANAGER = "sundial"
+# What `kubectl sundial` writes as, a person's act: never the operator's field manager.
+PLUGIN_FIELD_MANAGER = "kubectl-sundial"
 USER_AGENT = f"sundial/{metadata.version('sundial')}"
 LIST_PAGE = 500
 # A watch's length before the server ends it (and the caller resumes it), as kopf's.

@@ -35,6 +35,7 @@ from sundial import timeline
 from sundial.api import reasons
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJob
 from sundial.api.status_models import ScheduledJobStatus
+from sundial.kube import PLUGIN_FIELD_MANAGER
 from sundial.planning import requests as rq
 from sundial.planning import spread
 from sundial.planning.schedule import (
@@ -49,8 +50,6 @@ from sundial.plugin_import import ImportFailure
 from sundial.plugin_import import add_verb as add_import_verb
 from sundial.plugin_pause import PauseFailure
 from sundial.plugin_pause import add_verbs as add_pause_verbs
-
-FIELD_MANAGER = "kubectl-sundial"
 
 
 class Failure(Exception):
@@ -121,7 +120,7 @@ class Session:
     def patch(self, name: str, body: dict[str, Any]) -> None:
         self.api.patch_namespaced_custom_object(
             GROUP, VERSION, self.namespace, PLURAL, name, body,
-            field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json",
+            field_manager=PLUGIN_FIELD_MANAGER, _content_type="application/merge-patch+json",
         )  # fmt: skip
 
     def list(self) -> list[dict[str, Any]]:

@@ -27,13 +27,12 @@ from sundial.backends.temporal.client import Temporal
 from sundial.backends.temporal.connections import ConnectionResolver
 from sundial.backends.temporal.limits import RequestBudget
 from sundial.errors import Retry, SpecProblem, TemporalRejected, TemporalUnavailable
-from sundial.kube import KubeClient, api_error_message
+from sundial.kube import PLUGIN_FIELD_MANAGER, KubeClient, api_error_message
 from sundial.planning import cronjob as cj
 from sundial.planning import importing
 from sundial.planning.importing import Difference, Imported, NotImportable
 from sundial.planning.temporal_schedule import schedule_id
 
-FIELD_MANAGER = "kubectl-sundial"
 # The uid of the ScheduledJob not yet made, in the dry run of the CronJob it renders.
 _NO_UID = "00000000-0000-0000-0000-000000000000"
 # Marks of a tool that renders the CronJob and would write it back over Sundial's.
@@ -210,7 +209,7 @@ def import_schedule(session: Any, args: argparse.Namespace) -> int:
     if args.adopt:
         session.api.patch_namespaced_custom_object(
             GROUP, VERSION, session.namespace, PLURAL, sj_name, imported.scheduledjob,
-            field_manager=FIELD_MANAGER, _content_type="application/apply-patch+yaml",
+            field_manager=PLUGIN_FIELD_MANAGER, _content_type="application/apply-patch+yaml",
         )  # fmt: skip
         record["applied"] = f"adopting schedule {args.schedule_id}"
     return _emit([record], args, "schedules")
@@ -348,7 +347,7 @@ def _import_one(
     if args.adopt:
         custom.patch_namespaced_custom_object(
             GROUP, VERSION, record["namespace"], PLURAL, record["name"], imported.scheduledjob,
-            field_manager=FIELD_MANAGER, _content_type="application/apply-patch+yaml",
+            field_manager=PLUGIN_FIELD_MANAGER, _content_type="application/apply-patch+yaml",
         )  # fmt: skip
         record["applied"] = True
     return record
@@ -387,7 +386,7 @@ def _rendered(
     namespace = manifest["metadata"]["namespace"]
     custom.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, manifest["metadata"]["name"], manifest,
-        field_manager=FIELD_MANAGER, dry_run="All", force=True,
+        field_manager=PLUGIN_FIELD_MANAGER, dry_run="All", force=True,
         _content_type="application/apply-patch+yaml",
     )  # fmt: skip
     try:

@@ -20,10 +20,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sundial.api.models import GROUP, PLURAL, VERSION
+from sundial.kube import PLUGIN_FIELD_MANAGER
 from sundial.planning.pausing import RESUME_ANNOTATION
 from sundial.planning.schedule import ScheduleError, iso, parse_duration, parse_time
 
-FIELD_MANAGER = "kubectl-sundial"
 ARGOCD_MARKS = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
 
 
@@ -183,7 +183,7 @@ def _patch(session: Session, obj: dict[str, Any], body: dict[str, Any]) -> None:
                                  "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
     session.api.patch_namespaced_custom_object(
         GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], body,
-        field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json",
+        field_manager=PLUGIN_FIELD_MANAGER, _content_type="application/merge-patch+json",
     )  # fmt: skip
 
 

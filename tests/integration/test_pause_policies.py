@@ -18,7 +18,6 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -39,13 +38,12 @@ from support import (
     conditions_of,
     eventually,
     faulted_operator,
-    fresh_namespace,
     in_shard,
     kubectl_sundial,
     kubernetes_scheduledjob,
-    namespace_name,
     parse_time,
     sample,
+    scenarios_started,
     scrape,
     sj_status,
     temporal_connection,
@@ -113,14 +111,8 @@ def scenarios(
         "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill":
             partial(window_by_label, stack, kubectl, own_operator, temporal),
     }  # fmt: skip
-    selected = [item.name for item in request.session.items if item.name in made]
-    with ExitStack() as namespaces:
-        where = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
-                 for test in selected}  # fmt: skip
-        running = {test: Background(partial(made[test], ns)) for test, ns in where.items()}
+    with scenarios_started(kubectl, request, made, SCENARIO_SECONDS) as running:
         yield running
-        for background in running.values():  # before their namespaces go
-            background.thread.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -39,14 +38,13 @@ from support import (
     conditions_of,
     created_jobs,
     eventually,
-    fresh_namespace,
     kubectl_sundial,
     kubernetes_scheduledjob,
-    namespace_name,
     no_retry_job,
     owned_jobs,
     parse_time,
     sample,
+    scenarios_started,
     scrape,
     sj_status,
     wait_until,
@@ -82,14 +80,8 @@ def timelines(
         "test_a_job_failing_every_slot_is_paused_by_its_failure_policy":
             partial(paused_by_its_failure_policy, stack, kubectl),
     }  # fmt: skip
-    selected = [item.name for item in request.session.items if item.name in scenarios]
-    with ExitStack() as namespaces:
-        made = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
-                for test in selected}  # fmt: skip
-        running = {test: Background(partial(scenarios[test], ns)) for test, ns in made.items()}
+    with scenarios_started(kubectl, request, scenarios, SCENARIO_SECONDS) as running:
         yield running
-        for background in running.values():  # before their namespaces go
-            background.thread.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
