@@ -25,11 +25,11 @@ from sundial.events import EventRecorder
 from sundial.kube import ApiException, KubeClient, is_not_found
 from sundial.metrics import Metrics
 from sundial.ownwrites import OwnWrites
-from sundial.planning import pausing, spread
+from sundial.planning import catchup, pausing, spread
 from sundial.planning import status as st
 from sundial.planning import switching as sw
-from sundial.planning.requests import with_entries
-from sundial.planning.schedule import ScheduleError, iso
+from sundial.planning.requests import with_entries, with_new
+from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.watchcache import resource_version
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,7 @@ class Reconciler:
             raise
         self.metrics.spec_problem(key, sj.spec.backend, None)
         outcome, verdict = self._with_pause(sj, outcome, verdict, now)
+        outcome = _with_catch_up(sj, as_run, outcome, verdict, now)
 
         # 4. Write the rebuilt status if it changed. Status first: if the write fails, the
         #    next pass judges the same slots again, and no Event or counter moved twice.
@@ -434,6 +435,32 @@ def _with_requests(
         return outcome
     handled = with_entries(outcome.status.requests, entries, annotations)
     return replace(outcome, status=outcome.status.model_copy(update={"requests": handled}))
+
+
+def _with_catch_up(
+    sj: ScheduledJob,
+    as_run: ScheduledJob,
+    outcome: Outcome,
+    verdict: pausing.Verdict,
+    now: datetime,
+) -> Outcome:
+    """The outcome with the catch-ups of a maintenance window that ended this pass, and a
+    pass at once for any catch-up newly decided (by the window, or by the judge of this
+    pass's misses): recorded first, acted on by the next pass (planning/catchup.py)."""
+    ended = sj.status.pause
+    status = outcome.status
+    if (
+        ended is not None
+        and ended.reason == "MaintenanceWindow"
+        and (verdict.pause is None or verdict.pause.reason != "MaintenanceWindow")
+    ):
+        made = catchup.after_window(as_run.spec, as_run.spec.backend, timetable(as_run.spec),
+                                    ended, now)  # fmt: skip
+        status = status.model_copy(update={"requests": with_new(status.requests, made)})
+    known = {(entry.kind, entry.id) for entry in sj.status.requests}
+    if not any((entry.kind, entry.id) not in known for entry in status.requests):
+        return replace(outcome, status=status)
+    return replace(outcome, status=status, requeue_after=0.0)
 
 
 def _spread_or_as_is(sj: ScheduledJob) -> ScheduledJob:

@@ -329,6 +329,11 @@ BAD_POLICIES: list[tuple[dict[str, Any], str, str]] = [
      "must be at least 1m"),
     ({"suspendUntil": "2026-12-24T06:00:00"}, "suspendUntil", "needs a time zone"),
     ({"suspend": True, "suspendUntil": "2026-12-24T06:00:00Z"}, "suspendUntil", "not both"),
+    ({"catchUp": {"policy": "Some"}}, "catchUp.policy", "Unsupported value"),
+    ({"catchUp": {"policy": "All", "window": "30s"}}, "catchUp.window", "at least 1m"),
+    ({"catchUp": {"policy": "None", "window": "1h"}}, "catchUp.window", "no meaning"),
+    ({"catchUp": {"policy": "Latest"}, "startingDeadlineSeconds": 60}, "catchUp",
+     "replaces startingDeadlineSeconds"),
 ]  # fmt: skip
 
 

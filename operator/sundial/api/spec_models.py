@@ -339,6 +339,37 @@ class FailurePolicy(ApiModel):
     )
 
 
+CatchUpPolicyName = Literal["None", "Latest", "All"]
+
+
+class CatchUpPolicy(ApiModel):
+    """Which slots run late after an outage (of the CronJob controller, of Temporal, or of
+    Sundial) or after a maintenance window, the same on both backends
+    (docs/backends.md has how each backend is told)."""
+
+    policy: CatchUpPolicyName = Field(
+        description="None: a slot that did not start within a minute of its time never "
+        "runs. Latest: only the most recent such slot runs, once, if it is within window. "
+        "All: every such slot within window runs, oldest first, one at a time unless "
+        "concurrencyPolicy is Allow (at most 100 per outage).",
+    )
+    window: str | None = Field(
+        default=None,
+        description="How late a missed slot may still run (Latest and All; default 1h, at "
+        "least 1m). Slots older than this are missed, with their reason.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "duration(self) >= duration('1m')",
+                    "catchUp.window must be at least 1m",
+                )
+            ]
+        },
+    )
+
+
 _TEMPORAL_ONLY_RULES: list[JsonValue] = [
     _cel(
         "!has(self.interval) || self.backend == 'temporal'",
@@ -446,6 +477,22 @@ class ScheduledJobSpec(ApiModel):
         default=None,
         description="Pause the job after consecutive failed runs (default: never paused).",
     )
+    catch_up: CatchUpPolicy | None = Field(
+        default=None,
+        description="Which missed slots run late after an outage or a maintenance window: "
+        "None, Latest or All within a window, the same on both backends. Default: each "
+        "backend's own (startingDeadlineSeconds). Not with startingDeadlineSeconds.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.policy != 'None' || !has(self.window)",
+                    "catchUp.window has no meaning with policy None (nothing runs late): "
+                    "remove it, or choose Latest or All",
+                    fieldPath=".window",
+                )
+            ]
+        },
+    )
     successful_runs_history_limit: int = Field(
         default=1, ge=0, le=100, description="Finished successful runs kept."
     )
@@ -521,6 +568,12 @@ class ScheduledJobSpec(ApiModel):
                     "startingDeadlineSeconds is Temporal's catch-up window, which must be "
                     "at least 10",
                     fieldPath=".startingDeadlineSeconds",
+                ),
+                _cel(
+                    "!has(self.catchUp) || !has(self.startingDeadlineSeconds)",
+                    "catchUp replaces startingDeadlineSeconds: set one of them (catchUp.window "
+                    "is how late a missed slot may still run)",
+                    fieldPath=".catchUp",
                 ),
                 _cel(
                     "!(has(self.suspend) && self.suspend) || !has(self.suspendUntil)",

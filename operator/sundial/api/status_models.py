@@ -113,21 +113,24 @@ class RecentRun(ApiModel):
     run_id: str | None = Field(default=None, description="The workflow run (temporal).")
 
 
-RequestKind = Literal["RunNow", "Backfill"]
+RequestKind = Literal["RunNow", "Backfill", "CatchUp"]
 RequestOutcome = Literal["InProgress", "Done", "Refused"]
 
 
 class RequestStatus(ApiModel):
     """A run-now or backfill request (annotations sundial.dev/run-now, sundial.dev/backfill)
-    as Sundial handled it; acted on once per id, the id kept here so it never is again."""
+    as Sundial handled it, or a catch-up Sundial decided on itself (spec.catchUp); acted on
+    once per id, the id kept here so it never is again."""
 
     kind: RequestKind
     id: str = Field(max_length=63)
     outcome: RequestOutcome
     message: str = Field(default="", max_length=1024)
     received_time: datetime = Field(description="When Sundial first saw the request.")
-    start: datetime | None = Field(default=None, description="Backfill: the range's start.")
-    end: datetime | None = Field(default=None, description="Backfill: the range's end.")
+    start: datetime | None = Field(
+        default=None, description="Backfill, CatchUp: the range's start."
+    )
+    end: datetime | None = Field(default=None, description="Backfill, CatchUp: the range's end.")
     runs_requested: int = Field(default=0, description="Runs the request asks for.")
     runs_started: int = Field(
         default=0, description="Runs started so far; the rest wait (Forbid: one at a time)."

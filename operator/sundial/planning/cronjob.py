@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sundial.api.models import GROUP, KIND, VERSION, JobSpec, ScheduledJob
+from sundial.planning import catchup
 from sundial.planning.schedule import parse_time
 from sundial.planning.status import CronJobView
 
@@ -269,8 +270,9 @@ def cronjob_manifest(sj: ScheduledJob) -> dict[str, Any]:
         "failedJobsHistoryLimit": spec.failed_runs_history_limit,
         "jobTemplate": job_template(sj),
     }
-    if spec.starting_deadline_seconds is not None:
-        cronjob_spec["startingDeadlineSeconds"] = spec.starting_deadline_seconds
+    deadline = catchup.kubernetes_deadline(spec)
+    if deadline is not None:
+        cronjob_spec["startingDeadlineSeconds"] = deadline
     body: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from sundial.api.models import (
+    Backend,
     MissedRun,
     MissReason,
+    RequestStatus,
     RunAccounting,
     ScheduledJobSpec,
     TemporalCounters,
 )
+from sundial.planning import catchup
 from sundial.planning.schedule import Timetable
 
 # Time the backend gets to start a slot before the slot is looked at.
@@ -121,6 +124,20 @@ class Judgement:
     latest_on_time: datetime | None = None
     # A slot looks missed by the watch cache alone: look further, then judge again.
     needs_confirmation: bool = False
+    # The CatchUp requests for slots judged missed that spec.catchUp runs late (those are
+    # then not in new_runs): planning/catchup.py.
+    catch_up: list[RequestStatus] = field(default_factory=list)
+
+    def caught_up(
+        self, spec: ScheduledJobSpec, backend: Backend, table: Timetable, now: datetime
+    ) -> Judgement:
+        """This judgement with the misses spec.catchUp runs late taken out, as requests."""
+        kept, requests = catchup.from_misses(
+            spec, backend, table, self.new_runs, self.latest_on_time, now
+        )
+        if not requests:
+            return self
+        return replace(self, new_runs=kept, catch_up=requests)
 
 
 def start_accounting(
@@ -162,11 +179,8 @@ def judge_kubernetes(
     ran |= evidence.confirmed_slots
     if evidence.last_schedule_time is not None:
         ran.add(evidence.last_schedule_time)
-    deadline = (
-        timedelta(seconds=spec.starting_deadline_seconds)
-        if spec.starting_deadline_seconds is not None
-        else None
-    )
+    deadline_seconds = catchup.kubernetes_deadline(spec)
+    deadline = timedelta(seconds=deadline_seconds) if deadline_seconds is not None else None
     slots = table.slots_between(accounting.accounted_until, now, MAX_SLOTS_PER_PASS + 1)
     judgement = Judgement(accounting=accounting)
     watermark = accounting.accounted_until

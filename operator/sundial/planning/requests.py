@@ -129,6 +129,20 @@ def backfill_range_slots(
     return slots
 
 
+def catch_up_slots(
+    request: Request, entry: RequestStatus, table: Timetable, now: datetime
+) -> list[datetime] | str:
+    """A catch-up's runs are the slots of its range: Sundial chose them (planning/catchup.py),
+    an unbroken run of missed or held slots, at most its cap."""
+    if request.start is None or request.end is None:
+        raise ValueError("a catch-up request has a start and an end")
+    return backfill_slots(table, request.start, request.end)[:MAX_BACKFILL_SLOTS]
+
+
+def _not_annotated(value: str) -> Request:
+    raise RequestError("no annotation asks for a catch-up: spec.catchUp does")
+
+
 @dataclass(frozen=True)
 class RequestKindSpec:
     """One kind of day-2 request: a new verb is a RequestKind in the API model, an entry
@@ -136,7 +150,8 @@ class RequestKindSpec:
     backend makes one Job per slot whatever the kind)."""
 
     kind: RequestKind
-    annotation: str
+    # None: Sundial makes the request itself (in status.requests), no annotation asks.
+    annotation: str | None
     # The annotation's value -> the Request (RequestError if it cannot be read).
     parse: Callable[[str], Request]
     # The id part of a value that cannot be read, to record its refusal under.
@@ -154,6 +169,8 @@ REQUEST_KINDS: Final[Mapping[RequestKind, RequestKindSpec]] = {
                         run_now_slots, named_by_slot=False),
         RequestKindSpec("Backfill", BACKFILL_ANNOTATION, parse_backfill,
                         lambda raw: raw.split(";")[0], backfill_range_slots, named_by_slot=True),
+        RequestKindSpec("CatchUp", None, _not_annotated, lambda raw: raw, catch_up_slots,
+                        named_by_slot=True),
     )
 }  # fmt: skip
 
@@ -163,6 +180,8 @@ def requested(annotations: dict[str, str]) -> list[Request | tuple[RequestKind, 
     cannot be read (the id is the raw value's, so the refusal is recorded once)."""
     found: list[Request | tuple[RequestKind, str, str]] = []
     for spec in REQUEST_KINDS.values():
+        if spec.annotation is None:
+            continue
         value = annotations.get(spec.annotation)
         if value is None:
             continue
@@ -215,6 +234,14 @@ def standing(annotations: dict[str, str]) -> set[tuple[RequestKind, str]]:
     }
 
 
+def with_new(handled: list[RequestStatus], made: list[RequestStatus]) -> list[RequestStatus]:
+    """status.requests with the requests Sundial made this pass (catch-ups) added, those
+    it already holds left as they are: a request decided again is the same one, run once."""
+    known = {(entry.kind, entry.id) for entry in handled}
+    fresh = [entry for entry in made if (entry.kind, entry.id) not in known]
+    return [*handled, *fresh] if fresh else handled
+
+
 def with_entries(
     handled: list[RequestStatus], entries: list[RequestStatus], annotations: dict[str, str]
 ) -> list[RequestStatus]:
@@ -225,7 +252,11 @@ def with_entries(
     for entry in entries:
         rest = [r for r in handled if (r.kind, r.id) != (entry.kind, entry.id)]
         handled = [*rest, entry]
-    keep = standing(annotations)
+    keep = standing(annotations) | {
+        (entry.kind, entry.id)
+        for entry in handled
+        if not annotated(entry) and not is_settled(entry)
+    }
     excess = len(handled) - REQUESTS_KEPT
     kept: list[RequestStatus] = []
     for entry in handled:
@@ -234,6 +265,12 @@ def with_entries(
             continue
         kept.append(entry)
     return kept
+
+
+def annotated(entry: RequestStatus) -> bool:
+    """Asked for by an annotation (a person); else Sundial's own (a catch-up), whose entry
+    is all there is of it until it is done."""
+    return REQUEST_KINDS[entry.kind].annotation is not None
 
 
 def job_suffix(uid: str, request: Request, slot: datetime) -> str:
@@ -304,6 +341,15 @@ def open_requests(
             refusals.append(entry.model_copy(update={"outcome": "Refused", "message": slots}))
         else:
             to_act.append(OpenRequest(request, entry, slots))
+    for entry in handled:
+        if annotated(entry) or is_settled(entry):
+            continue
+        own = Request(entry.kind, entry.id, entry.start, entry.end)
+        slots = slots_for(own, entry, table, now)
+        if isinstance(slots, str):
+            refusals.append(entry.model_copy(update={"outcome": "Refused", "message": slots}))
+        else:
+            to_act.append(OpenRequest(own, entry, slots))
     return refusals, to_act
 
 
@@ -312,12 +358,12 @@ def backfill_of(handled: list[RequestStatus], scheduled: datetime, started: date
     whose range holds its slot, started after the request was received."""
     for entry in handled:
         if (
-            entry.kind == "Backfill"
+            entry.kind in ("Backfill", "CatchUp")
             and entry.outcome == "Done"
             and entry.start is not None
             and entry.end is not None
             and entry.start <= scheduled <= entry.end
             and started >= entry.received_time
         ):
-            return f"Backfill/{entry.id}"
+            return f"{entry.kind}/{entry.id}"
     return None

@@ -14,6 +14,7 @@ from typing import Any
 
 from sundial.api import reasons
 from sundial.api.models import GROUP, MissedRun, RecentRun, RunResult, ScheduledJob
+from sundial.planning import catchup
 from sundial.planning.cronjob import (
     cronjob_name,
     job_from_template,
@@ -113,14 +114,18 @@ def too_late(sj: ScheduledJob, started: datetime, now: datetime) -> Refusal | No
     CatchupWindowExceeded): the window is the same, startingDeadlineSeconds, counted from
     when Temporal started the run (a backfill's starts now, however old its slot). The slot
     is then missed with the reason WorkerUnavailable (worker_misses), not failed."""
-    window = catchup_window(sj.spec)
+    if sj.spec.catch_up is not None:
+        # How late the policy lets a slot run: a run no worker took up is a late slot.
+        window, field = catchup.window(sj.spec), "catchUp"
+    else:
+        window, field = catchup_window(sj.spec), "startingDeadlineSeconds"
     waited = now - started
     if waited <= window:
         return None
     return Refusal(
         reasons.WORKER_UNAVAILABLE,
         f"no Sundial worker took this run up within the catch-up window "
-        f"(startingDeadlineSeconds: {window.total_seconds():g}s); it waited "
+        f"({field}: {window.total_seconds():g}s); it waited "
         f"{waited.total_seconds():.0f}s, so nothing was run",
     )
 

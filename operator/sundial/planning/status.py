@@ -33,6 +33,7 @@ from sundial.api.reasons import (
 )
 from sundial.planning import switching as sw
 from sundial.planning.missed import SETTLE, Judgement, Tally, counts_as_missed, tally
+from sundial.planning.requests import with_new
 from sundial.planning.runs import RunHistory
 from sundial.planning.schedule import Timetable, iso
 
@@ -354,7 +355,8 @@ def _ready_status(
         unseen_runs=history.unseen_runs or None,
         consecutive_failures=history.consecutive_failures,
         consecutive_successes=history.consecutive_successes,
-        requests=previous.requests,  # moved on by the pass's requests (reconcile)
+        # With the catch-ups this pass decided on; moved on by the pass's requests (reconcile).
+        requests=with_new(previous.requests, judgement.catch_up),
         **observed,
     )
 

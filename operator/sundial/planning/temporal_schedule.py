@@ -15,6 +15,7 @@ from sundial.api.models import (
     ScheduledJob,
     ScheduledJobSpec,
 )
+from sundial.planning import catchup
 from sundial.planning.cronjob import job_template, spec_hash
 from sundial.planning.pausing import is_held_note
 
@@ -147,7 +148,11 @@ def desired_definition(sj: ScheduledJob, prefix: str) -> dict[str, Any]:
         "startTime": spec.start_time.isoformat() if spec.start_time else None,
         "endTime": spec.end_time.isoformat() if spec.end_time else None,
         "overlap": spec.concurrency_policy,
-        "catchupWindowSeconds": spec.starting_deadline_seconds,
+        "catchupWindowSeconds": (
+            spec.starting_deadline_seconds
+            if spec.catch_up is None
+            else int(catchup_window(spec).total_seconds())
+        ),
         "suspend": spec.suspend,
         **action,
     }
@@ -159,8 +164,11 @@ def definition_hash(definition: dict[str, Any]) -> str:
 
 
 def catchup_window(spec: ScheduledJobSpec) -> timedelta:
-    """Temporal's catch-up window for the object: startingDeadlineSeconds, or the server's
-    own default, set explicitly."""
+    """Temporal's catch-up window for the object: by spec.catchUp (planning/catchup.py),
+    else startingDeadlineSeconds, or the server's own default, set explicitly."""
+    window = catchup.temporal_window(spec)
+    if window is not None:
+        return window
     if spec.starting_deadline_seconds is not None:
         return timedelta(seconds=spec.starting_deadline_seconds)
     return DEFAULT_CATCHUP_WINDOW

@@ -226,6 +226,7 @@ class KubernetesBackend:
         if judgement.needs_confirmation:
             found = await self._beyond_cache(sj, found)
             judgement = judge_kubernetes(table, sj.spec, accounting, found, now)
+        judgement = judgement.caught_up(sj.spec, "kubernetes", table, now)
         observed = [job_run(job) for job in [*self.cache.departed_jobs(key),
                                               *self.cache.jobs(key)]]  # fmt: skip
         run_limits = limits(sj.spec)

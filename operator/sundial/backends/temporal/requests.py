@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from temporalio.client import ScheduleDescription
@@ -117,6 +117,23 @@ async def _backfill(
     )
 
 
+async def _catch_up(
+    target: ScheduleTarget, open_request: rq.OpenRequest, remaining: list[datetime], before: str
+) -> str | RequestStatus:
+    """The slots Sundial chose to run late (planning/catchup.py) handed to Temporal's
+    backfill, one at a time unless Allow. The range starts a second before the first slot
+    still to run, so the slot is in it whether Temporal counts the start in or not (no
+    other slot of a minute-granular schedule is in that second)."""
+    overlap = OVERLAP["Allow" if target.policy == "Allow" else "BufferAll"]
+    start = remaining[0] - timedelta(seconds=1)
+    await target.temporal.backfill(
+        target.connection, target.identity, start, remaining[-1], overlap, target.request_id
+    )
+    return f"handed {len(remaining)} late slot(s) to Temporal's backfill{before}" + (
+        "" if target.policy == "Allow" else ", run one at a time"
+    )
+
+
 # This backend's hook per request kind (planning/requests.REQUEST_KINDS): the message of
 # what was done, or the entry of a request that must wait.
 REQUEST_HOOKS: Final[
@@ -126,4 +143,4 @@ REQUEST_HOOKS: Final[
             [ScheduleTarget, rq.OpenRequest, list[datetime], str], Awaitable[str | RequestStatus]
         ],
     ]
-] = {"RunNow": _run_now, "Backfill": _backfill}
+] = {"RunNow": _run_now, "Backfill": _backfill, "CatchUp": _catch_up}

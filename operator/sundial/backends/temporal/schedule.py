@@ -173,4 +173,5 @@ def judge(
         paused=description.schedule.state.paused,
         jitter=jitter(sj.spec),
     )
-    return judge_temporal(table, accounting, evidence, now)
+    judgement = judge_temporal(table, accounting, evidence, now)
+    return judgement.caught_up(sj.spec, "temporal", table, now)
