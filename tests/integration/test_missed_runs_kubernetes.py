@@ -14,6 +14,12 @@ minute-aligned slots instead of eight minutes per case.
                   the outage it did not watch is judged from the evidence left;
                   then the dashboard is opened in a real browser on this history
     M7            checked at M7+20s; the page has drawn M7's run as it ended
+
+Three more jobs, one per spec.catchUp policy, show what runs late after each outage (issue
+30): None runs nothing late (M2, M4-M6 missed: each more than 15 s late), Latest only the
+latest (M2, M6: the controller's own deadline), All every slot (M4 and M5 by Sundial's
+CatchUp request once the operator is back, M2 and M6 by the controller); the Jobs counted
+by the apiserver's audit log and listing, not by Sundial's status.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from support import (
     Background,
     Kubectl,
     OperatorProcess,
+    created_jobs,
     eventually,
     faulted_operator,
     in_shard,
@@ -110,6 +117,11 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     kubectl.apply(sj("late", startingDeadlineSeconds=60))
     kubectl.apply(sj(STUCK, concurrencyPolicy="Forbid"))
     kubectl.apply(sj("paused", suspend=True))
+    for policy in CATCH_UP:
+        # History kept: the Jobs are the ground truth (the controller would delete all but
+        # the last successful one, Sundial's among them).
+        kubectl.apply(sj(f"catchup-{policy.lower()}", catchUp={"policy": policy},
+                         successfulRunsHistoryLimit=10))  # fmt: skip
     kubectl.apply(sj(FAILING, job=no_retry_job(busybox, f"echo '{FAILING_SAYS}' > "
                                                "/dev/termination-log; exit 3")))  # fmt: skip
     unwatched = UnwatchedOutage(stack, kubectl, namespace)
@@ -198,6 +210,8 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     assert ("dropped", "RunMissed") in reasons
     assert (STUCK, "RunSkipped") in reasons
 
+    caught_up_as_the_policies_say(stack, kubectl, [m1, m2, m3, m4, m5, m6, m7])
+
     metrics = scrape(operator.metrics_url)
     labels = {"namespace": NAMESPACE, "backend": "kubernetes"}
     assert metrics[sample("sundial_missed_runs_total", name="dropped", reason="ControllerDown",
@@ -207,6 +221,56 @@ def test_faults_on_the_kubernetes_backend_are_counted_once_with_their_reason(
     next_run = metrics[sample("sundial_next_run_timestamp_seconds", name="dropped", **labels)]
     assert next_run > datetime.now(UTC).timestamp()
     assert metrics[sample("sundial_reconciles_total", result="ok")] > 0
+
+
+# ---- spec.catchUp across the two outages (issue 30) ------------------------------------------
+
+CATCH_UP = ("None", "Latest", "All")
+
+
+def caught_up_as_the_policies_say(stack: LocalStack, kubectl: Kubectl,
+                                  slots: list[datetime]) -> None:  # fmt: skip
+    """The slots each policy's job ran, and how often: the Jobs the apiserver created for
+    it (audit log) and holds (each Job's scheduled-timestamp), one per slot."""
+    m1, m2, m3, m4, m5, m6, m7 = slots
+    expected = {
+        "None": ({m1, m3, m7}, [(m2, "DeadlineExceeded"), (m4, "DeadlineExceeded"),
+                                (m5, "DeadlineExceeded"), (m6, "DeadlineExceeded")]),
+        "Latest": ({m1, m2, m3, m6, m7}, [(m4, "ControllerDown"), (m5, "ControllerDown")]),
+        "All": (set(slots), []),
+    }  # fmt: skip
+    for policy, (ran, missed) in expected.items():
+        name = f"catchup-{policy.lower()}"
+        jobs = eventually(
+            lambda name=name, ran=ran: (j := slots_of(kubectl, name)) and set(j) >= ran and j,
+            timeout=90, what=f"{name}: the slots {sorted(ran)} run",
+        )  # fmt: skip
+        assert set(jobs) == ran, (policy, sorted(jobs))
+        created = [job for job in created_jobs(stack, NAMESPACE)
+                   if job.rsplit("-", 1)[0] == name]  # fmt: skip
+        assert sorted(created) == sorted(jobs.values()), (policy, created, jobs)
+        current = status(kubectl, name)
+        assert misses(kubectl, name) == [(iso(slot), reason) for slot, reason in missed], policy
+        assert current.get("missedRuns", 0) == len(missed), (policy, current)
+        catch_ups = [r for r in current.get("requests", []) if r["kind"] == "CatchUp"]
+        if policy == "All":
+            # M4 and M5, by Sundial, one at a time (Forbid); the rest by the controller.
+            assert [(r["start"], r["end"], r["outcome"], r["runsStarted"]) for r in catch_ups] == [
+                (iso(m4), iso(m5), "Done", 2)
+            ], catch_ups
+            for slot in (m4, m5):
+                assert not jobs[slot].startswith(f"{name}-{int(slot.timestamp()) // 60}")
+        else:
+            assert catch_ups == [], (policy, catch_ups)
+
+
+def slots_of(kubectl: Kubectl, name: str) -> dict[datetime, str]:
+    """The Jobs the apiserver holds for `name`, by the slot each ran for."""
+    return {
+        parse_time(job["metadata"]["annotations"][
+            "batch.kubernetes.io/cronjob-scheduled-timestamp"]): job["metadata"]["name"]
+        for job in owned_jobs(kubectl, NAMESPACE, name)
+    }  # fmt: skip
 
 
 # ---- the dashboard on this history (issue 31) ---------------------------------------------

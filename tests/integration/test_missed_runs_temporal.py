@@ -1,5 +1,10 @@
 """Missed and skipped runs on the temporal backend, with real faults: the Temporal server is
-stopped past the catch-up window, and a workflow outlasts its interval."""
+stopped past the catch-up window, and a workflow outlasts its interval.
+
+Three more jobs, one per spec.catchUp policy, each with one slot inside the outage that
+is more than 15 s late when Temporal is back (issue 30): None does not run it, Latest and
+All run it once, late, by Sundial's backfill; judged by Temporal's own listing of the
+workflows each schedule started, not by Sundial's status."""
 
 from __future__ import annotations
 
@@ -59,6 +64,14 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
     namespace: str,
 ) -> None:
     temporal.ensure_worker()
+    # The catch-up jobs' one slot a minute falls at a moment chosen now: the outage is
+    # started 12 s before it.
+    slot = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=50)
+    for policy in CATCH_UP:
+        kubectl.apply(scheduledjob(
+            f"catchup-{policy.lower()}", namespace, "SundialTick", ["late"],
+            interval={"every": "60s", "offset": f"{slot.second}s"}, catchUp={"policy": policy},
+        ))  # fmt: skip
     kubectl.apply(scheduledjob("healthy", namespace, "SundialTick", ["ok"]))
     kubectl.apply(scheduledjob("overlap", namespace, "SundialSleep", [7],
                                concurrencyPolicy="Forbid"))  # fmt: skip
@@ -83,11 +96,19 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
     conditions = {c["type"]: c for c in healthy["conditions"]}
     assert conditions["RunsMissed"]["status"] == "False"
 
-    # Temporal down for longer than the 10 s catch-up window.
+    for policy in CATCH_UP:
+        eventually(lambda p=policy: status(kubectl, f"catchup-{p.lower()}", namespace).get(
+            "backendRef"), what=f"catchup-{policy.lower()} in step")  # fmt: skip
+    if datetime.now(UTC) > slot - timedelta(seconds=12):
+        slot += timedelta(minutes=1)  # a slow start: the next one
+    time.sleep(max((slot - timedelta(seconds=12) - datetime.now(UTC)).total_seconds(), 0))
+
+    # Temporal down for longer than the 10 s catch-up window, and across the catch-up
+    # jobs' slot, which is more than catchUp's 15 s late when it is back.
     outage_began = datetime.now(UTC)
     stack.stop_temporal()
     try:
-        time.sleep(30)
+        time.sleep(35)
     finally:
         stack.start_temporal()
     outage_ended = datetime.now(UTC)
@@ -142,3 +163,50 @@ def test_temporal_misses_and_skips_are_counted_and_healthy_jobs_are_not(
         return True
 
     eventually(totals_are_temporals, timeout=60, what="status and /metrics equal Temporal's counts")
+    caught_up_as_the_policies_say(kubectl, temporal, namespace, slot)
+
+
+CATCH_UP = ("None", "Latest", "All")
+
+
+def caught_up_as_the_policies_say(
+    kubectl: Kubectl, temporal: TemporalSide, namespace: str, slot: datetime
+) -> None:
+    """The outage's slot: by Temporal's listing, not run under None (missed, with Temporal's
+    reason), run once under Latest and All (late, by a backfill Sundial asked for)."""
+    stamp = slot.isoformat().replace("+00:00", "Z")
+    for policy in CATCH_UP:
+        name = f"catchup-{policy.lower()}"
+        schedule_id = status(kubectl, name, namespace)["backendRef"]["scheduleId"]
+        if policy == "None":
+            current = eventually(
+                lambda n=name: (s := status(kubectl, n, namespace)).get("missedRuns") and s,
+                timeout=90, what=f"{name}: the slot missed",
+            )  # fmt: skip
+            assert [(r["scheduledTime"], r["reason"]) for r in current["recentMissedRuns"]] == [
+                (stamp, "CatchupWindowExceeded")
+            ], current
+            assert not [e for e in workflows(temporal, schedule_id) if e.id.endswith(stamp)]
+            continue
+        runs = eventually(
+            lambda s=schedule_id: [e for e in workflows(temporal, s) if e.id.endswith(stamp)],
+            timeout=90, what=f"{name}: the slot run late",
+        )  # fmt: skip
+        assert len(runs) == 1, [(e.id, e.run_id) for e in runs]
+        assert runs[0].start_time > slot + timedelta(seconds=15), runs[0].start_time
+        current = status(kubectl, name, namespace)
+        assert not current.get("missedRuns"), current
+        catch_ups = [r for r in current.get("requests", []) if r["kind"] == "CatchUp"]
+        assert [(r["start"], r["end"], r["outcome"]) for r in catch_ups] == [
+            (stamp, stamp, "Done")
+        ], catch_ups
+
+
+def workflows(temporal: TemporalSide, schedule_id: str) -> list[Any]:
+    """The workflow executions the schedule started, backfills too, by Temporal's listing."""
+
+    async def listed() -> list[Any]:
+        query = f'TemporalScheduledById = "{schedule_id}"'
+        return [e async for e in temporal.client.list_workflows(query)]
+
+    return temporal.run(listed)

@@ -10,6 +10,10 @@ workflow executions, the CronJob as the apiserver holds it, and its audit log.
   CronJob and a Temporal schedule, and both resume by themselves at its end although the
   operator was SIGKILLed inside it; no slot inside it is reported missed; repeating the
   bulk suspend writes nothing.
+- spec.catchUp after a maintenance window over two minute slots, one job per policy on
+  each backend: None runs neither slot, Latest the second, All both, the same on both
+  (Jobs by the apiserver's listing and audit log, workflows by Temporal's listing); the
+  held slots are not reported missed.
 - Bad input is refused at apply time, or by the plugin, with the field named.
 """
 
@@ -36,11 +40,14 @@ from support import (
     TemporalSide,
     audit_events,
     conditions_of,
+    created_jobs,
     eventually,
     faulted_operator,
     in_shard,
     kubectl_sundial,
     kubernetes_scheduledjob,
+    no_retry_job,
+    owned_jobs,
     parse_time,
     sample,
     scenarios_started,
@@ -110,6 +117,8 @@ def scenarios(
             partial(failing_temporal_job_paused, stack, kubectl, operator, temporal),
         "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill":
             partial(window_by_label, stack, kubectl, own_operator, temporal),
+        "test_after_a_window_each_catch_up_policy_runs_the_same_slots_on_both_backends":
+            partial(catch_up_after_a_window, stack, kubectl, temporal),
     }  # fmt: skip
     with scenarios_started(kubectl, request, made, SCENARIO_SECONDS) as running:
         yield running
@@ -131,6 +140,15 @@ def test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigk
     scenarios[
         "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill"
     ].join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_after_a_window_each_catch_up_policy_runs_the_same_slots_on_both_backends(
+    scenarios: dict[str, Background],
+) -> None:
+    scenarios["test_after_a_window_each_catch_up_policy_runs_the_same_slots_on_both_backends"].join(
+        SCENARIO_SECONDS
+    )
 
 
 def failing_temporal_job_paused(
@@ -418,3 +436,83 @@ def test_spread_schedules_run_at_one_hashed_minute_on_both_backends_across_a_sig
     assert again["metadata"]["resourceVersion"] == version, "the CronJob was rewritten"
     assert schedule_of(temporal, schedule_id).info.last_updated_at == updated
     kubectl.run("delete", "scheduledjobs", "--all", "-n", namespace, "--timeout=90s")
+
+
+CATCH_UP = ("None", "Latest", "All")
+
+
+def catch_up_after_a_window(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """Six jobs at `* * * * *`, one per catchUp policy on each backend, in a maintenance
+    window (spec.suspendUntil) over two minute slots that ends 25 s after the second, more
+    than the 15 s a slot may be late and still be on time: after it, None runs neither
+    slot, Latest the second, All both, on both backends. On kubernetes the controller runs
+    the second (the CronJob's deadline), Sundial the first; on temporal Sundial's backfill
+    runs both. Served by the session's operator."""
+    now = datetime.now(UTC)
+    first = (now + timedelta(seconds=80)).replace(second=0, microsecond=0)
+    second = first + timedelta(minutes=1)
+    until = second + timedelta(seconds=25)
+    window = {"suspendUntil": until.isoformat().replace("+00:00", "Z"),
+              "suspendNote": "catch-up test"}  # fmt: skip
+    job = no_retry_job(stack.images["busybox"], "exit 0")
+    for policy in CATCH_UP:
+        catch_up = {"policy": policy}
+        kubectl.apply(kubernetes_scheduledjob(f"k-{policy.lower()}", namespace, job,
+                                              catchUp=catch_up, successfulRunsHistoryLimit=10,
+                                              **window))  # fmt: skip
+        kubectl.apply(temporal_scheduledjob(f"t-{policy.lower()}", namespace,
+                                            schedule="* * * * *", catchUp=catch_up,
+                                            **window))  # fmt: skip
+    held = {"None": set(), "Latest": {second}, "All": {first, second}}
+    time.sleep(max((until - datetime.now(UTC)).total_seconds(), 0))
+
+    # None last: by then the others' late runs have been made, and None's would have been.
+    for policy in ("All", "Latest", "None"):
+        ran = held[policy]
+        name = f"k-{policy.lower()}"
+        eventually(lambda n=name, r=ran: job_slots(kubectl, n, namespace).keys() >= r,
+                   timeout=90, what=f"{name}: {sorted(ran)} run")  # fmt: skip
+        jobs = job_slots(kubectl, name, namespace)
+        assert {slot for slot in jobs if slot <= second} == ran, (name, sorted(jobs))
+        created = [j for j in created_jobs(stack, namespace) if j.rsplit("-", 1)[0] == name]
+        assert sorted(created) == sorted(jobs.values()), (name, created, jobs)
+        name = f"t-{policy.lower()}"
+        schedule_id = sj_status(kubectl, name, namespace)["backendRef"]["scheduleId"]
+        eventually(lambda s=schedule_id, r=ran: workflow_slots(temporal, s).keys() >= r,
+                   timeout=90, what=f"{name}: {sorted(ran)} run")  # fmt: skip
+        runs = workflow_slots(temporal, schedule_id)
+        assert {slot for slot in runs if slot <= second} == ran, (name, runs)
+        assert all(count == 1 for count in runs.values()), (name, runs)
+    expected_requests = {
+        "k-all": [(first, first)], "t-latest": [(second, second)], "t-all": [(first, second)],
+    }  # fmt: skip
+    for policy in CATCH_UP:
+        for name in (f"k-{policy.lower()}", f"t-{policy.lower()}"):
+            current = sj_status(kubectl, name, namespace)
+            assert not current.get("missedRuns"), (name, current)
+            catch_ups = [(parse_time(r["start"]), parse_time(r["end"]))
+                         for r in current.get("requests", []) if r["kind"] == "CatchUp"
+                         and r["outcome"] == "Done"]  # fmt: skip
+            assert catch_ups == expected_requests.get(name, []), (name, current.get("requests"))
+    kubectl.run("delete", "scheduledjobs", "--all", "-n", namespace, "--timeout=90s")
+
+
+def job_slots(kubectl: Kubectl, name: str, namespace: str) -> dict[datetime, str]:
+    """The Jobs the apiserver holds for `name`, by the slot each ran for."""
+    return {
+        parse_time(job["metadata"]["annotations"][
+            "batch.kubernetes.io/cronjob-scheduled-timestamp"]): job["metadata"]["name"]
+        for job in owned_jobs(kubectl, namespace, name)
+    }  # fmt: skip
+
+
+def workflow_slots(temporal: TemporalSide, schedule_id: str) -> dict[datetime, int]:
+    """How many workflows Temporal started for each slot of the schedule (its listing;
+    each is named by the schedule's prefix and its slot's time)."""
+    counted: dict[datetime, int] = {}
+    for execution in executions(temporal, schedule_id):
+        slot = parse_time(execution.id[-len("2026-01-01T00:00:00Z") :])
+        counted[slot] = counted.get(slot, 0) + 1
+    return counted

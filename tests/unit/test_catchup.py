@@ -50,16 +50,16 @@ def ranges(requests: list[RequestStatus]) -> list[tuple[datetime | None, datetim
     ("catch_up", "deadline", "window"),
     [
         (None, None, timedelta(days=365)),
-        ({"policy": "None"}, 60, timedelta(seconds=60)),
-        ({"policy": "Latest"}, 3600, timedelta(seconds=60)),
-        ({"policy": "All", "window": "10m"}, 600, timedelta(seconds=60)),
+        ({"policy": "None"}, 15, timedelta(seconds=15)),
+        ({"policy": "Latest"}, 3600, timedelta(seconds=15)),
+        ({"policy": "All", "window": "10m"}, 600, timedelta(seconds=15)),
     ],
 )
 def test_each_backend_is_told_only_what_it_does_as_the_policy_says(
     catch_up: dict[str, Any] | None, deadline: int | None, window: timedelta
 ) -> None:
     # kubernetes: the controller runs the latest unmet slot within the deadline; Temporal
-    # would run the oldest, so it is left only the minute's grace.
+    # would run the oldest, so it is left only the grace.
     assert catchup.kubernetes_deadline(spec(catch_up)) == deadline
     assert catchup_window(spec(catch_up)) == window
 
@@ -96,7 +96,8 @@ def test_latest_on_temporal_runs_the_newest_missed_slot_once_and_the_rest_stay_m
     kept, requests = catchup.from_misses(s, "temporal", timetable(s), runs, None, NOW)
     assert ranges(requests) == [(OUTAGE[-1], OUTAGE[-1])]
     assert [r.scheduled_time for r in kept] == OUTAGE[:-1]
-    assert requests[0].kind == "CatchUp" and requests[0].outcome == "InProgress"
+    assert requests[0].kind == "CatchUp"
+    assert requests[0].outcome == "InProgress"
     assert requests[0].id == catchup.request_id(OUTAGE[-1])
 
 
@@ -213,4 +214,5 @@ def test_an_unfinished_catch_up_outlives_the_ten_requests_kept() -> None:
                             received_time=received, start=OUTAGE[0], end=OUTAGE[1])  # fmt: skip
     newer = RequestStatus(kind="RunNow", id="new", outcome="Done", received_time=NOW)
     kept = rq.with_entries([pending, *old], [newer], {})
-    assert pending in kept and len(kept) == rq.REQUESTS_KEPT
+    assert pending in kept
+    assert len(kept) == rq.REQUESTS_KEPT

@@ -348,7 +348,7 @@ class CatchUpPolicy(ApiModel):
     (docs/backends.md has how each backend is told)."""
 
     policy: CatchUpPolicyName = Field(
-        description="None: a slot that did not start within a minute of its time never "
+        description="None: a slot that did not start within 15 s of its time never "
         "runs. Latest: only the most recent such slot runs, once, if it is within window. "
         "All: every such slot within window runs, oldest first, one at a time unless "
         "concurrencyPolicy is Allow (at most 100 per outage).",

@@ -10,9 +10,9 @@ own request path (status.requests, kind CatchUp), which runs each slot once:
 
 | policy | kubernetes                                 | temporal                         |
 |--------|--------------------------------------------|----------------------------------|
-| None   | startingDeadlineSeconds: 60                | catch-up window 60 s             |
-| Latest | startingDeadlineSeconds: window (native)   | window 60 s; Sundial: the latest |
-| All    | deadline: window (the controller runs the  | window 60 s; Sundial: all, one   |
+| None   | startingDeadlineSeconds: 15                | catch-up window 15 s             |
+| Latest | startingDeadlineSeconds: window (native)   | window 15 s; Sundial: the latest |
+| All    | deadline: window (the controller runs the  | window 15 s; Sundial: all, one   |
 |        | latest); Sundial: the earlier ones         | at a time (BufferAll)            |
 
 A slot Sundial catches up is not counted missed: it runs late, under a CatchUp request
@@ -34,10 +34,10 @@ from sundial.api.models import (
 )
 from sundial.planning.schedule import Timetable, iso, parse_duration
 
-# A slot not started within this of its time is the catch-up policy's, on both backends:
-# time enough for a controller or scheduler to start it under load, and Temporal's
-# catch-up window must be at least 10 s.
-GRACE = timedelta(seconds=60)
+# A slot not started within this of its time is the catch-up policy's, on both backends.
+# Both start a slot within a second or two when they are up; the CronJob controller may
+# miss a deadline under 10 s, and Temporal's catch-up window is at least 10 s.
+GRACE = timedelta(seconds=15)
 DEFAULT_WINDOW = timedelta(hours=1)
 # Runs one catch-up asks for, at most (the newest kept): as a backfill's cap.
 MAX_CATCH_UP_RUNS = 100
