@@ -245,7 +245,8 @@ def caught_up_as_the_policies_say(stack: LocalStack, kubectl: Kubectl,
             lambda name=name, ran=ran: (j := slots_of(kubectl, name)) and set(j) >= ran and j,
             timeout=90, what=f"{name}: the slots {sorted(ran)} run",
         )  # fmt: skip
-        assert set(jobs) == ran, (policy, sorted(jobs))
+        # Slots before M1 ran too (the jobs are made before it), as the timeline's others.
+        assert {slot for slot in jobs if m1 <= slot <= m7} == ran, (policy, sorted(jobs))
         created = [job for job in created_jobs(stack, NAMESPACE)
                    if job.rsplit("-", 1)[0] == name]  # fmt: skip
         assert sorted(created) == sorted(jobs.values()), (policy, created, jobs)

@@ -279,6 +279,31 @@ def test_temporal_without_counter_rises_reports_nothing() -> None:
     assert again.accounting == result.accounting, "no new slot: nothing to write"
 
 
+def test_a_slot_temporal_counts_again_is_not_missed_twice() -> None:
+    """Temporal's scheduler keeps its high-water mark at its last action, so a slot past
+    its catch-up window is counted again at each wake before the next action (a backfill,
+    an update): seen on the dev server, one missed slot counted three times. A rise beyond
+    the slots since the watermark that did not run is that recount, not a miss."""
+    table = timetable(temporal_spec(interval={"every": "60s"}))
+    judged = RunAccounting(accounted_until=seconds(60),
+                           temporal_counters=TemporalCounters(missed_catchup_window=1))  # fmt: skip
+    recounted = TemporalEvidence(counters=TemporalCounters(missed_catchup_window=2),
+                                 recent_scheduled=[seconds(60)], recent_started=[seconds(95)],
+                                 paused=False)  # fmt: skip
+    result = judge_temporal(table, judged, recounted, seconds(100))
+    assert result.new_runs == []
+    # Held back, not taken as the new baseline: nothing changed to write.
+    assert result.accounting == judged
+    # A slot that did not run, and a recount of the one before: one miss, exactly named.
+    both = TemporalEvidence(counters=TemporalCounters(missed_catchup_window=3),
+                            recent_scheduled=[seconds(60)], recent_started=[seconds(95)],
+                            paused=False)  # fmt: skip
+    result = judge_temporal(table, judged, both, seconds(150))
+    assert [(r.scheduled_time, r.reason, r.approximate) for r in result.new_runs] == [
+        (seconds(120), "CatchupWindowExceeded", None)
+    ]
+
+
 def test_a_recreated_schedule_counts_from_zero() -> None:
     table = timetable(temporal_spec())
     ev = TemporalEvidence(counters=TemporalCounters(overlap_skipped=2), recent_scheduled=[],

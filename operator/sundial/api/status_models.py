@@ -105,8 +105,9 @@ class RecentRun(ApiModel):
     message: str | None = Field(default=None, max_length=1024)
     requested: str | None = Field(
         default=None,
-        description="Set on a run a person asked for: RunNow/<id> or Backfill/<id> "
-        "(status.requests). A backfilled run is never late or missed.",
+        description="Set on a run a person asked for, RunNow/<id> or Backfill/<id>, or one "
+        "spec.catchUp runs late, CatchUp/<id> (status.requests). A backfilled run is never "
+        "late or missed; a caught-up one is late.",
     )
     job_name: str | None = Field(default=None, description="The Job (kubernetes).")
     workflow_id: str | None = Field(default=None, description="The workflow (temporal).")

@@ -21,7 +21,8 @@ SCHEDULEDJOB_LABEL = f"{GROUP}/scheduledjob"
 SPEC_HASH_ANNOTATION = f"{GROUP}/spec-hash"
 # Set by the CronJob controller on every Job it creates (GA in Kubernetes 1.32).
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
-# On a Job made for a request (run now, backfill): RunNow/<id> or Backfill/<id>.
+# On a Job made for a request (run now, backfill, catch-up): RunNow/<id>, Backfill/<id>,
+# CatchUp/<id>.
 REQUEST_ANNOTATION = f"{GROUP}/request"
 
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 300

@@ -65,7 +65,8 @@ class JobRecord:
     message: str | None = None
     # Seen deleted (its last state): Replace, a TTL, the history limits, or a person.
     deleted: bool = False
-    # Made for a request (RunNow/<id>, Backfill/<id>), not by the CronJob controller.
+    # Made for a request (RunNow/<id>, Backfill/<id>, CatchUp/<id>), not by the CronJob
+    # controller.
     requested: str | None = None
     # Its Pods that ended (the Job's succeeded + failed counts): whether the Pods seen
     # ended are all of them.
@@ -350,6 +351,17 @@ def judge_temporal(
         or not slots
         or min(evidence.recent_scheduled) <= slots[0]
     )
+    # Temporal's scheduler keeps its high-water mark at its last action, so a slot past
+    # its catch-up window is counted again at each wake before the next action (a backfill,
+    # an update, a trigger). A rise beyond the slots since the watermark that did not run
+    # is not a miss now (never guess "missed"): it is held back, left out of the counters
+    # kept, and counted only if such a slot comes (a rise seen before its slot settled).
+    held_back = 0 if evidence.paused else max(rises[0][1] - len(unaccounted), 0)
+    if held_back:
+        rises[0] = ("CatchupWindowExceeded", rises[0][1] - held_back)
+        current = current.model_copy(
+            update={"missed_catchup_window": current.missed_catchup_window - held_back}
+        )
     total = sum(count for _, count in rises)
     # A rise may also be a slot too recent to judge (an overlap skip counts at once).
     unsettled = bool(table.slots_between(settled, now, 1))
