@@ -520,6 +520,24 @@ def namespaced_overlay_rbac(
     documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/namespaced")
                  if d["kind"] in RBAC_KINDS
                  and not d["metadata"]["name"].startswith("sundial-worker")]  # fmt: skip
+    return _rebound(documents, suffix, namespaces, "sundial", account)
+
+
+def worker_overlay_rbac(kubectl: Kubectl, *, suffix: str, account: str) -> list[dict[str, Any]]:
+    """The worker's RBAC in the cluster-wide overlay (its ClusterRole and the base's Role
+    for connection Secrets), verbatim but for names, bound to a test's ServiceAccount."""
+    documents = [d for d in rendered(kubectl, REPO / "manifests/overlays/cluster-wide")
+                 if d["kind"] in RBAC_KINDS
+                 and d["metadata"]["name"].startswith("sundial-worker")]  # fmt: skip
+    return _rebound(documents, suffix, {}, "sundial-worker", account)
+
+
+def _rebound(
+    documents: list[dict[str, Any]], suffix: str, namespaces: dict[str, str], original: str,
+    account: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The RBAC documents named with `suffix`, in `namespaces`' new names, and bound to
+    `account` where the install binds `original`."""
     for doc in documents:
         meta = doc["metadata"]
         meta["name"] = f"{meta['name']}-{suffix}"
@@ -528,7 +546,7 @@ def namespaced_overlay_rbac(
         if "roleRef" in doc:
             doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
             for subject in doc["subjects"]:
-                assert subject == {"kind": "ServiceAccount", "name": "sundial",
+                assert subject == {"kind": "ServiceAccount", "name": original,
                                    "namespace": OPERATOR_NAMESPACE}  # fmt: skip
                 subject["name"] = account
     return documents

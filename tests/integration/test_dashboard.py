@@ -80,6 +80,19 @@ def test_the_page_shows_the_history_live_with_hover_details_and_no_errors(
         assert drawn["cleanup"]["next"] == 0, "a suspended object shows no next runs"
         assert drawn["nightly"]["next"] == 3
         assert drawn["nightly"]["marks"] == []
+        # The range the user chooses: 6 hours leaves out nightly's oldest slot (6 hours
+        # before the top of this hour); the choice is kept in the page's address.
+        choose_range = (
+            "(() => {{ const r = document.getElementById('f-range'); "
+            "r.value = '{}'; r.dispatchEvent(new Event('change')); }})()"
+        )
+        browser.evaluate(choose_range.format(21600))
+        eventually(lambda: rows(browser)["nightly"]["cells"] == EXPECTED_CELLS["nightly"][1:],
+                   timeout=20, what="the 6-hour range drawn")  # fmt: skip
+        assert "range=21600" in browser.evaluate("location.search")
+        browser.evaluate(choose_range.format(86400))
+        eventually(lambda: rows(browser)["nightly"]["cells"] == EXPECTED_CELLS["nightly"],
+                   timeout=20, what="the 24-hour range drawn again")  # fmt: skip
         # The scope and the filters' choices come from the server.
         assert "every namespace" in browser.evaluate("document.getElementById('scope').textContent")
         assert browser.evaluate("document.getElementById('problems').hidden") is True

@@ -13,6 +13,7 @@ prefix, a task queue of their own), so no other scenario's run meets that fault.
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import time
 import uuid
@@ -32,6 +33,7 @@ from temporalio.service import RPCError
 from localstack import LocalStack
 from sundial.planning.run_job import run_job_name
 from support import (
+    OPERATOR_NAMESPACE,
     Background,
     Kubectl,
     OperatorProcess,
@@ -47,8 +49,11 @@ from support import (
     no_retry_job,
     owned_jobs,
     parse_time,
+    service_account_kubeconfig,
     sj_status,
+    temporal_connection,
     wait_until,
+    worker_overlay_rbac,
 )
 
 pytestmark = pytest.mark.cluster
@@ -572,6 +577,7 @@ def overlap_and_deletion(
 # runs that wait; "within" may wait ten minutes, "beyond" ten seconds.
 EVERY_SECONDS = 15
 OUTAGE_SECONDS = 50
+ADMITTED_LABEL = "sundial-test.dev/worker-admitted"
 WITHIN, BEYOND = "catchup-within", "catchup-beyond"
 
 
@@ -582,8 +588,25 @@ def worker_outage(
     With the worker stopped, the run shows WorkerUnavailable after startGrace; a worker
     back takes it up, and it runs, once. The catch-up window (startingDeadlineSeconds)
     holds for a worker as for Temporal's scheduler: runs that waited past it are not run,
-    and their slots are missed (WorkerUnavailable); within it they run late, not missed."""
-    with own_worker(stack, kubectl, namespace, "worker-outage") as (worker, shard):
+    and their slots are missed (WorkerUnavailable); within it they run late, not missed.
+    The worker here runs with a ServiceAccount's token bound exactly as the install binds
+    the worker's (its ClusterRole and the base's Role): its rights suffice for every run,
+    and the apiserver refuses it what it must not do. A run started by its own schedule
+    whose connection no longer admits the namespace when a worker takes it up (the
+    namespace unlabelled meanwhile) makes no Job: the worker asks the connection itself."""
+    config = worker_account(stack, kubectl, namespace, "worker-outage")
+    admitting = f"admits-{namespace}"[:63]
+    kubectl.run("label", "namespace", namespace, f"{ADMITTED_LABEL}=yes")
+    kubectl.apply(
+        temporal_connection(
+            admitting,
+            address=temporal.address,
+            namespace="default",
+            namespaceSelector={"matchLabels": {ADMITTED_LABEL: "yes"}},
+        )
+    )
+    with own_worker(stack, kubectl, namespace, "worker-outage",
+                    worker_kubeconfig=config) as (worker, shard):  # fmt: skip
         busybox = stack.images["busybox"]
         kubectl.apply(in_shard(job_on_temporal("orphan", namespace, script_job(
             busybox, "exit 0"), monitoring={"startGrace": "10s"}), shard))  # fmt: skip
@@ -594,13 +617,24 @@ def worker_outage(
                 startingDeadlineSeconds=window,
                 monitoring={"startGrace": "10s", "recentRunsLimit": 30},
             ), shard))  # fmt: skip
-        for name in ("orphan", WITHIN, BEYOND):
+        kubectl.apply(in_shard(job_on_temporal("revoked", namespace, script_job(
+            busybox, "exit 0"), temporalConnectionRef={
+                "kind": "ClusterTemporalConnection", "name": admitting}), shard))  # fmt: skip
+        for name in ("orphan", WITHIN, BEYOND, "revoked"):
             eventually(lambda name=name: sj_status(kubectl, name, namespace).get("backendRef"),
                        what=f"{name}'s schedule")  # fmt: skip
         worker.stop()
         down = datetime.now(UTC)
         try:
             run_now(kubectl, "orphan", namespace)
+            run_now(kubectl, "revoked", namespace)
+            revoked_id = f"{shard}/{namespace}/revoked"
+            (waiting_run,) = eventually(lambda: schedule_runs(temporal, revoked_id).items(),
+                                        what="revoked's run started")  # fmt: skip
+            kubectl.run("label", "namespace", namespace, f"{ADMITTED_LABEL}-")
+            eventually(lambda: temporal.run(lambda: temporal.client.get_schedule_handle(
+                revoked_id).describe()).schedule.state.paused, timeout=60,
+                what="revoked's schedule paused by the operator")  # fmt: skip
 
             def waiting() -> dict[str, Any]:
                 runs = sj_status(kubectl, "orphan", namespace).get("recentRuns", [])
@@ -620,6 +654,11 @@ def worker_outage(
         assert ended["result"] == "Succeeded", ended
         made = created_jobs(stack, namespace)
         assert [job for job in made if job.startswith("orphan-")] == [ended["jobName"]]
+        # The run its schedule started before the revocation: refused by the worker.
+        refused = eventually(lambda: failure_type(temporal, waiting_run[0]), timeout=RUN_SECONDS,
+                             what="revoked's run ended")  # fmt: skip
+        assert refused == "ConnectionNotAllowed", refused
+        assert not [job for job in created_jobs(stack, namespace) if job.startswith("revoked-")]
 
         # Temporal's own record of the runs started while no worker was there.
         def outage_runs(name: str) -> dict[str, Any]:
@@ -667,6 +706,32 @@ def worker_outage(
 
         eventually(within_ran_late, timeout=60, what="within's outage runs succeeded, late")
         assert not sj_status(kubectl, WITHIN, namespace).get("missedRuns")
+
+
+WORKER_MUST_NOT = [
+    ("create", "cronjobs"), ("update", "scheduledjobs"), ("patch", "scheduledjobs/status"),
+    ("create", "pods"), ("delete", "pods"), ("list", "secrets"), ("create", "leases"),
+]  # fmt: skip
+WORKER_MAY = [("create", "jobs"), ("delete", "jobs"), ("get", "scheduledjobs"), ("list", "pods")]
+
+
+def worker_account(stack: LocalStack, kubectl: Kubectl, namespace: str, name: str) -> Path:
+    """A kubeconfig with a token of a ServiceAccount bound as the install binds the
+    worker's (manifests/overlays/cluster-wide, renamed); what it may and may not do in
+    `namespace`, asked of the apiserver (SubjectAccessReview through `kubectl auth can-i`)."""
+    account = f"sundial-worker-{name}"
+    kubectl.run("create", "serviceaccount", account, "-n", OPERATOR_NAMESPACE)
+    documents = worker_overlay_rbac(kubectl, suffix=name, account=account)
+    kubectl.run("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+    who = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{account}"
+    for verb, resource in [*WORKER_MAY, *WORKER_MUST_NOT]:
+        answer = kubectl.run("auth", "can-i", verb, resource, "-n", namespace, "--as", who,
+                             check=False).stdout.strip()  # fmt: skip
+        assert answer == ("yes" if (verb, resource) in WORKER_MAY else "no"), (verb, resource)
+    path = stack.state_dir / "faults" / f"{account}.kubeconfig"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return service_account_kubeconfig(kubectl, stack.apiserver_url, stack.pki.ca_cert, path,
+                                      account=account)  # fmt: skip
 
 
 @dataclass(frozen=True)
