@@ -9,7 +9,7 @@ import functools
 import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -155,6 +155,11 @@ class Metrics:
         series = self._series(key, backend)
         series.last_run = last_run.timestamp() if last_run is not None else None
         series.next_run = next_run.timestamp() if next_run is not None else None
+
+    def max_run_duration(self, key: Key, backend: str, limit: timedelta | None) -> None:
+        """The object's maxRunDuration, for a dashboard to set the durations against."""
+        series = self._series(key, backend)
+        series.max_run_duration = limit.total_seconds() if limit is not None else None
 
     def history(
         self, key: Key, backend: str, history: RunHistory | None, status: ScheduledJobStatus

@@ -30,6 +30,8 @@ class ObjectSeries:
     last_run: float | None = None
     next_run: float | None = None
     last_duration: float | None = None
+    # spec.monitoring.maxRunDuration, the limit the durations are held to.
+    max_run_duration: float | None = None
     last_start_delay: float | None = None
     consecutive_failures: float | None = None
     running: float | None = None
@@ -70,6 +72,11 @@ class ObjectSeriesCollector(Collector):
                 labels=OBJECT_LABELS),
             "last_duration": GaugeMetricFamily(
                 "sundial_last_run_duration_seconds", "How long the latest run that ended took.",
+                labels=OBJECT_LABELS),
+            "max_run_duration": GaugeMetricFamily(
+                "sundial_max_run_duration_seconds",
+                "The object's monitoring.maxRunDuration: the limit its runs are held to "
+                "(RunTooLong past it); absent when it has none.",
                 labels=OBJECT_LABELS),
             "last_start_delay": GaugeMetricFamily(
                 "sundial_last_run_start_delay_seconds",

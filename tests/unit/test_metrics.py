@@ -237,3 +237,14 @@ def test_runs_that_ended_unseen_are_counted_apart_once_per_pass_that_states_them
     assert value(metrics, "sundial_runs_total", result="Succeeded") == 1
     metrics.forget(KEY)
     assert value(metrics, "sundial_unseen_runs_total") is None
+
+
+def test_the_limit_a_dashboard_sets_durations_against_is_the_objects_own() -> None:
+    metrics = Metrics()
+    metrics.max_run_duration(KEY, "kubernetes", timedelta(minutes=5))
+    assert value(metrics, "sundial_max_run_duration_seconds") == 300.0
+    metrics.max_run_duration(KEY, "kubernetes", None)  # the limit taken out of the spec
+    assert value(metrics, "sundial_max_run_duration_seconds") is None
+    metrics.max_run_duration(KEY, "kubernetes", timedelta(seconds=90))
+    metrics.forget(KEY)
+    assert value(metrics, "sundial_max_run_duration_seconds") is None
