@@ -310,6 +310,19 @@ class MonitoringSpec(ApiModel):
     )
 
 
+def _minutes_or_more(field: str) -> dict[str, Any]:
+    """A duration field's schema: Go's duration syntax, at least a minute (CEL)."""
+    return {
+        "pattern": DURATION_PATTERN,
+        "max_length": 32,
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                _cel("duration(self) >= duration('1m')", f"{field} must be at least 1m")
+            ]
+        },
+    }
+
+
 class FailurePolicy(ApiModel):
     """What Sundial does about a job that keeps failing, the same on both backends
     (docs/policies.md)."""
@@ -326,16 +339,7 @@ class FailurePolicy(ApiModel):
         default=None,
         description="A cool-down: the pause lifts by itself this long after it began, and "
         "pauseAfter more failures pause it again. Default: paused until resumed.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(
-                    "duration(self) >= duration('1m')",
-                    "failurePolicy.resumeAfter must be at least 1m",
-                )
-            ]
-        },
+        **_minutes_or_more("failurePolicy.resumeAfter"),
     )
 
 
@@ -357,16 +361,7 @@ class CatchUpPolicy(ApiModel):
         default=None,
         description="How late a missed slot may still run (Latest and All; default 1h, at "
         "least 1m). Slots older than this are missed, with their reason.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(
-                    "duration(self) >= duration('1m')",
-                    "catchUp.window must be at least 1m",
-                )
-            ]
-        },
+        **_minutes_or_more("catchUp.window"),
     )
 
 
