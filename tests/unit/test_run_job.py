@@ -219,3 +219,23 @@ def test_a_run_whose_job_ended_before_its_workflow_is_looked_at_again_soon() -> 
     assert not rj.waiting_for_workflow_end([going], set())  # its Job still runs
     assert not rj.waiting_for_workflow_end([ended], {going.job_name})  # both ended
     assert rj.WORKFLOW_END_RECHECK.total_seconds() < 60
+
+
+def test_a_run_waiting_for_a_worker_is_looked_at_again_when_its_grace_ends() -> None:
+    """Nothing else wakes the object then (the run's start was its last news): without this
+    look, WorkerUnavailable waited for the next resync, minutes away."""
+    started = SLOT + timedelta(seconds=2)
+    grace = timedelta(seconds=10)
+    going = ObservedRun(scheduled_time=SLOT, result="Running", start_time=started,
+                        workflow_id="wf", run_id="r1",
+                        job_name=rj.run_job_name("reports", "wf", "r1"))  # fmt: skip
+    assert rj.worker_grace_ends([going], set(), grace, started) == started + grace + timedelta(
+        seconds=1
+    )
+    # Once past it (said), with its Job made, or ended: nothing to wake for.
+    assert rj.worker_grace_ends([going], set(), grace, started + grace * 2) is None
+    assert going.job_name is not None
+    assert rj.worker_grace_ends([going], {going.job_name}, grace, started) is None
+    done = ObservedRun(scheduled_time=SLOT, result="Succeeded", start_time=started,
+                       workflow_id="wf", run_id="r1", job_name=going.job_name)  # fmt: skip
+    assert rj.worker_grace_ends([done], set(), grace, started) is None

@@ -145,6 +145,23 @@ def waiting_for_workflow_end(
     return any(run.result == "Running" and run.job_name in finished_jobs for run in observed)
 
 
+def worker_grace_ends(
+    observed: Collection[ObservedRun], made: Collection[str], start_grace: timedelta,
+    now: datetime,
+) -> datetime | None:  # fmt: skip
+    """When the first run still waiting for a worker (going, no Job made) has waited past
+    the start grace, if that is still to come: the pass then says WorkerUnavailable
+    (with_jobs). Nothing else wakes the object at that moment."""
+    ends = [
+        run.start_time + start_grace + timedelta(seconds=1)
+        for run in observed
+        if run.result == "Running" and run.start_time is not None
+        and run.job_name is not None and run.job_name not in made
+        and run.start_time + start_grace >= now
+    ]  # fmt: skip
+    return min(ends, default=None)
+
+
 def worker_misses(newly_finished: Collection[RecentRun]) -> list[MissedRun]:
     """The slots of runs that ended because no worker took them up in time (too_late):
     missed, once each (a run is newly finished in one pass only)."""

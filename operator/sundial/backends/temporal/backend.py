@@ -67,6 +67,7 @@ from sundial.planning.run_job import (
     runs_on_worker,
     waiting_for_workflow_end,
     with_jobs,
+    worker_grace_ends,
     worker_misses,
 )
 from sundial.planning.runs import limits, run_history
@@ -255,16 +256,19 @@ class TemporalBackend:
             self.temporal, sj, prepared.connection, description
         )
         ending = False
+        grace_ends = None
         if runs_on_worker(sj) and self.cache is not None:
             cache = self.cache
             finished = {job.name for job in cache.jobs(_key(sj)) if job.finished_at is not None}
+            made = set(cache.job_names(_key(sj)))
+            start_grace = limits(sj.spec).start_grace
             observed = with_jobs(
                 sj.metadata.name, observed,
                 lambda job: cache.pods_ended(sj.metadata.namespace, job),
-                made=set(cache.job_names(_key(sj))), start_grace=limits(sj.spec).start_grace,
-                now=now,
+                made=made, start_grace=start_grace, now=now,
             )  # fmt: skip
             ending = waiting_for_workflow_end(observed, finished)
+            grace_ends = worker_grace_ends(observed, made, start_grace, now)
         history = run_history(
             sj.status, observed, limits(sj.spec), now, complete=False, unseen=unseen
         )
@@ -296,6 +300,8 @@ class TemporalBackend:
             requeue = min(requeue, max((history.wake_at - now).total_seconds(), 1.0))
         if ending:
             requeue = min(requeue, WORKFLOW_END_RECHECK.total_seconds())
+        if grace_ends is not None:
+            requeue = min(requeue, max((grace_ends - now).total_seconds(), 1.0))
         if self.watch is not None:
             self.watch.track(
                 _key(sj), prepared.connection, prepared.schedule_id,
