@@ -28,7 +28,7 @@ from sundial.ownwrites import OwnWrites
 from sundial.planning import catchup, pausing, spread
 from sundial.planning import status as st
 from sundial.planning import switching as sw
-from sundial.planning.requests import with_entries, with_new
+from sundial.planning.requests import annotated, with_entries, with_new
 from sundial.planning.runs import limits
 from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.watchcache import resource_version
@@ -460,7 +460,9 @@ def _with_catch_up(
                                     ended, now)  # fmt: skip
         status = status.model_copy(update={"requests": with_new(status.requests, made)})
     known = {(entry.kind, entry.id) for entry in sj.status.requests}
-    if not any((entry.kind, entry.id) not in known for entry in status.requests):
+    if not any(
+        (entry.kind, entry.id) not in known for entry in status.requests if not annotated(entry)
+    ):
         return replace(outcome, status=status)
     return replace(outcome, status=status, requeue_after=0.0)
 
