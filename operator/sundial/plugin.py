@@ -36,8 +36,8 @@ from sundial.api import reasons
 from sundial.api.models import GROUP, PLURAL, VERSION, ScheduledJob
 from sundial.api.status_models import ScheduledJobStatus
 from sundial.kube import PLUGIN_FIELD_MANAGER
+from sundial.planning import catchup, spread
 from sundial.planning import requests as rq
-from sundial.planning import spread
 from sundial.planning.schedule import (
     ScheduleError,
     iso,
@@ -327,6 +327,9 @@ def describe(
     if spec.get("suspend"):
         note = spec.get("suspendNote")
         lines.append("  Suspended: yes" + (f" — {note}" if note else ""))
+    catch_up = spec.get("catchUp") or {}
+    if catch_up:
+        lines.append(f"  Catch-up:  {_catch_up(catch_up)}")
     pause = st.get("pause") or {}
     if pause and pause.get("reason") != "Suspended":
         # A maintenance window or the failure policy (planning/pausing.py says which).
@@ -374,6 +377,15 @@ def describe(
             lines.append(f"    {entry['kind']} {entry['id']}: {entry['outcome']} "
                          f"— {entry.get('message', '')}")  # fmt: skip
     return "\n".join(lines)
+
+
+def _catch_up(catch_up: dict[str, Any]) -> str:
+    """spec.catchUp in words (planning/catchup.py)."""
+    policy = catch_up.get("policy")
+    if policy == "None":
+        return f"None (a slot later than {catchup.GRACE.total_seconds():g}s never runs)"
+    window = catch_up.get("window") or catchup.DEFAULT_WINDOW_TEXT
+    return f"{policy} within {window} (after an outage or a maintenance window)"
 
 
 def _backend_ref(ref: dict[str, Any]) -> str:

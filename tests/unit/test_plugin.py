@@ -45,6 +45,24 @@ def test_status_shows_each_runs_message_under_it() -> None:
     assert lines[failed + 1].strip().startswith("Missed"), "no message, no line"
 
 
+def test_status_says_what_runs_late_and_the_catch_ups_sundial_made() -> None:
+    obj = scheduledjob("UTC")
+    obj["spec"]["catchUp"] = {"policy": "All", "window": "2h"}
+    obj["status"]["requests"] = [
+        {"kind": "CatchUp", "id": "catchup-20261204t010000z", "outcome": "Done",
+         "receivedTime": "2026-12-04T02:10:00Z", "message": "1 of 1 run(s) started"},
+    ]  # fmt: skip
+    shown = plugin.describe(obj)
+    assert "  Catch-up:  All within 2h (after an outage or a maintenance window)" in shown
+    assert "CatchUp catchup-20261204t010000z: Done" in shown
+    obj["spec"]["catchUp"] = {"policy": "Latest"}
+    assert "  Catch-up:  Latest within 1h" in plugin.describe(obj)
+    obj["spec"]["catchUp"] = {"policy": "None"}
+    assert "  Catch-up:  None (a slot later than 15s never runs)" in plugin.describe(obj)
+    del obj["spec"]["catchUp"]
+    assert "Catch-up" not in plugin.describe(obj)
+
+
 def test_status_of_an_invalid_time_zone_is_a_one_line_error_naming_the_field() -> None:
     with pytest.raises(plugin.Failure) as raised:
         plugin.describe(scheduledjob("Mars/Olympus_Mons"))

@@ -38,7 +38,8 @@ from sundial.planning.schedule import Timetable, iso, parse_duration
 # Both start a slot within a second or two when they are up; the CronJob controller may
 # miss a deadline under 10 s, and Temporal's catch-up window is at least 10 s.
 GRACE = timedelta(seconds=15)
-DEFAULT_WINDOW = timedelta(hours=1)
+DEFAULT_WINDOW_TEXT = "1h"
+DEFAULT_WINDOW = parse_duration(DEFAULT_WINDOW_TEXT)
 # Runs one catch-up asks for, at most (the newest kept): as a backfill's cap.
 MAX_CATCH_UP_RUNS = 100
 # Misses a backend will not make up by itself. Unknown (Sundial cannot tell whether it
