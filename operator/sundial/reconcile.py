@@ -451,11 +451,8 @@ def _with_catch_up(
     pass's misses): recorded first, acted on by the next pass (planning/catchup.py)."""
     ended = sj.status.pause
     status = outcome.status
-    if (
-        ended is not None
-        and ended.reason == "MaintenanceWindow"
-        and (verdict.pause is None or verdict.pause.reason != "MaintenanceWindow")
-    ):
+    # Ended, and nothing holds the job now (a window turned into suspend: true is a stop).
+    if ended is not None and ended.reason == "MaintenanceWindow" and verdict.pause is None:
         made = catchup.after_window(as_run.spec, as_run.spec.backend, timetable(as_run.spec),
                                     ended, now)  # fmt: skip
         status = status.model_copy(update={"requests": with_new(status.requests, made)})
