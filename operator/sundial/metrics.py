@@ -9,7 +9,7 @@ import functools
 import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -156,11 +156,6 @@ class Metrics:
         series.last_run = last_run.timestamp() if last_run is not None else None
         series.next_run = next_run.timestamp() if next_run is not None else None
 
-    def max_run_duration(self, key: Key, backend: str, limit: timedelta | None) -> None:
-        """The object's maxRunDuration, for a dashboard to set the durations against."""
-        series = self._series(key, backend)
-        series.max_run_duration = limit.total_seconds() if limit is not None else None
-
     def history(
         self, key: Key, backend: str, history: RunHistory | None, status: ScheduledJobStatus
     ) -> None:
@@ -182,6 +177,9 @@ class Metrics:
         if history is not None:
             series.consecutive_failures = history.consecutive_failures
             series.running = history.running
+            # The limit the durations are held to, for a dashboard to set them against.
+            limit = history.limits.max_run_duration
+            series.max_run_duration = limit.total_seconds() if limit is not None else None
         present = {c.type: c.status for c in status.conditions}
         conditions = {name: float(present[name] == "True")
                       for name in WATCHED_CONDITIONS if name in present}  # fmt: skip

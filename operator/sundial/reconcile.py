@@ -29,7 +29,6 @@ from sundial.planning import catchup, pausing, spread
 from sundial.planning import status as st
 from sundial.planning import switching as sw
 from sundial.planning.requests import annotated, with_entries, with_new
-from sundial.planning.runs import limits
 from sundial.planning.schedule import ScheduleError, iso, timetable
 from sundial.watchcache import resource_version
 
@@ -157,7 +156,6 @@ class Reconciler:
             key, sj.spec.backend, outcome.status.last_schedule_time,
             next_runs[0] if next_runs else None,
         )  # fmt: skip
-        self.metrics.max_run_duration(key, sj.spec.backend, limits(sj.spec).max_run_duration)
         return outcome.requeue_after
 
     async def _report_problem(

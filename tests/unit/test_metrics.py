@@ -240,11 +240,16 @@ def test_runs_that_ended_unseen_are_counted_apart_once_per_pass_that_states_them
 
 
 def test_the_limit_a_dashboard_sets_durations_against_is_the_objects_own() -> None:
+    def judged(limit: timedelta | None) -> None:
+        status = ScheduledJobStatus()
+        history = run_history(status, [], Limits(max_run_duration=limit), T0, complete=True)
+        metrics.history(KEY, "kubernetes", history, status)
+
     metrics = Metrics()
-    metrics.max_run_duration(KEY, "kubernetes", timedelta(minutes=5))
+    judged(timedelta(minutes=5))
     assert value(metrics, "sundial_max_run_duration_seconds") == 300.0
-    metrics.max_run_duration(KEY, "kubernetes", None)  # the limit taken out of the spec
+    judged(None)  # the limit taken out of the spec
     assert value(metrics, "sundial_max_run_duration_seconds") is None
-    metrics.max_run_duration(KEY, "kubernetes", timedelta(seconds=90))
+    judged(timedelta(seconds=90))
     metrics.forget(KEY)
     assert value(metrics, "sundial_max_run_duration_seconds") is None
