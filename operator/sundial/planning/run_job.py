@@ -153,13 +153,18 @@ def worker_grace_ends(
     the start grace, if that is still to come: the pass then says WorkerUnavailable
     (with_jobs). Nothing else wakes the object at that moment."""
     ends = [
-        run.start_time + start_grace + timedelta(seconds=1)
+        since + start_grace + timedelta(seconds=1)
         for run in observed
-        if run.result == "Running" and run.start_time is not None
-        and run.job_name is not None and run.job_name not in made
-        and run.start_time + start_grace >= now
-    ]  # fmt: skip
+        if (since := _waiting_since(run, made)) is not None and since + start_grace >= now
+    ]
     return min(ends, default=None)
+
+
+def _waiting_since(run: ObservedRun, made: Collection[str]) -> datetime | None:
+    """When a run still going with no Job made for it started: it waits for a worker."""
+    if run.result != "Running" or run.job_name is None or run.job_name in made:
+        return None
+    return run.start_time
 
 
 def worker_misses(newly_finished: Collection[RecentRun]) -> list[MissedRun]:
@@ -273,8 +278,7 @@ def with_jobs(
         replace(run, reason=reasons.WORKER_UNAVAILABLE, message=(
             "no Sundial worker has taken this run up (no Job made): is `sundial worker` "
             "running and serving the ScheduledJob's connection?"))
-        if run.result == "Running" and run.job_name is not None and run.job_name not in made
-        and run.start_time is not None and now - run.start_time > start_grace
+        if (since := _waiting_since(run, made)) is not None and now - since > start_grace
         else run
         for run in named
     ]  # fmt: skip
