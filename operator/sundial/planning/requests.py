@@ -326,14 +326,19 @@ def open_requests(
     """The requests still to act on, and the entries of those refused in this pass
     (unreadable, over the cap, ...); settled ids are left alone."""
     refusals: list[RequestStatus] = []
-    to_act: list[OpenRequest] = []
+    pending: list[tuple[Request, RequestStatus]] = []
     for request in requested(annotations):
         if isinstance(request, tuple):
             kind, request_id, problem = request
             if find(handled, kind, request_id) is None:
                 refusals.append(refused(kind, request_id, problem, now))
             continue
-        entry = entry_for(request, handled, now)
+        pending.append((request, entry_for(request, handled, now)))
+    # Sundial's own (catch-ups): their entries are all there is of them.
+    pending += [(Request(entry.kind, entry.id, entry.start, entry.end), entry)
+                for entry in handled if not annotated(entry)]  # fmt: skip
+    to_act: list[OpenRequest] = []
+    for request, entry in pending:
         if is_settled(entry):
             continue
         slots = slots_for(request, entry, table, now)
@@ -341,15 +346,6 @@ def open_requests(
             refusals.append(entry.model_copy(update={"outcome": "Refused", "message": slots}))
         else:
             to_act.append(OpenRequest(request, entry, slots))
-    for entry in handled:
-        if annotated(entry) or is_settled(entry):
-            continue
-        own = Request(entry.kind, entry.id, entry.start, entry.end)
-        slots = slots_for(own, entry, table, now)
-        if isinstance(slots, str):
-            refusals.append(entry.model_copy(update={"outcome": "Refused", "message": slots}))
-        else:
-            to_act.append(OpenRequest(own, entry, slots))
     return refusals, to_act
 
 
