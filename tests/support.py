@@ -587,6 +587,36 @@ def audited_jobs(stack: Any, namespace: str, verb: str, codes: set[int]) -> list
     ]
 
 
+def job_slots(kubectl: Kubectl, namespace: str, owner: str) -> dict[datetime, str]:
+    """The Jobs the apiserver holds for a ScheduledJob, by the slot each ran for (its
+    scheduled-timestamp annotation): the CronJob controller's and Sundial's own."""
+    return {
+        parse_time(job["metadata"]["annotations"][
+            "batch.kubernetes.io/cronjob-scheduled-timestamp"]): job["metadata"]["name"]
+        for job in owned_jobs(kubectl, namespace, owner)
+    }  # fmt: skip
+
+
+def one_create_per_job(stack: Any, kubectl: Kubectl, namespace: str, owner: str) -> bool:
+    """The apiserver created each Job it holds for `owner` once, and no other (nothing made
+    and deleted): its audit log against its listing. The log is written in batches: poll
+    with `eventually`."""
+    listed = sorted(job_slots(kubectl, namespace, owner).values())
+    created = sorted(j for j in created_jobs(stack, namespace) if j.rsplit("-", 1)[0] == owner)
+    assert created == listed, (owner, created, listed)
+    return True
+
+
+def schedule_executions(temporal: TemporalSide, schedule_id: str) -> list[Any]:
+    """The workflow executions a schedule started, backfills too, by Temporal's listing."""
+
+    async def listed() -> list[Any]:
+        query = f'TemporalScheduledById = "{schedule_id}"'
+        return [e async for e in temporal.client.list_workflows(query)]
+
+    return temporal.run(listed)
+
+
 def in_shard(manifest: dict[str, Any], shard: str) -> dict[str, Any]:
     """A ScheduledJob served only by an operator whose selector names `shard`."""
     manifest["metadata"].setdefault("labels", {})[SHARD_LABEL] = shard

@@ -27,6 +27,7 @@ from __future__ import annotations
 import signal
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,13 @@ from support import (
     Background,
     Kubectl,
     OperatorProcess,
-    created_jobs,
     eventually,
     faulted_operator,
     in_shard,
+    job_slots,
     kubernetes_scheduledjob,
     no_retry_job,
-    owned_jobs,
-    parse_time,
+    one_create_per_job,
     ready,
     sample,
     scrape,
@@ -242,21 +242,15 @@ def caught_up_as_the_policies_say(stack: LocalStack, kubectl: Kubectl,
     for policy, (ran, missed) in expected.items():
         name = f"catchup-{policy.lower()}"
         jobs = eventually(
-            lambda name=name, ran=ran: (j := slots_of(kubectl, name)) and set(j) >= ran and j,
+            lambda name=name, ran=ran: (j := job_slots(kubectl, NAMESPACE, name))
+            and set(j) >= ran and j,
             timeout=90, what=f"{name}: the slots {sorted(ran)} run",
         )  # fmt: skip
         # Slots before M1 ran too (the jobs are made before it), as the timeline's others.
         assert {slot for slot in jobs if m1 <= slot <= m7} == ran, (policy, sorted(jobs))
 
-        def one_create_per_job(name: str = name) -> bool:
-            # The audit log is written in batches: against a fresh listing, until it holds.
-            listed = sorted(slots_of(kubectl, name).values())
-            created = sorted(job for job in created_jobs(stack, NAMESPACE)
-                             if job.rsplit("-", 1)[0] == name)  # fmt: skip
-            assert created == listed, (name, created, listed)
-            return True
-
-        eventually(one_create_per_job, timeout=40, what=f"{name}: each Job created once")
+        eventually(partial(one_create_per_job, stack, kubectl, NAMESPACE, name), timeout=40,
+                   what=f"{name}: each Job created once (the audit log)")  # fmt: skip
         current = status(kubectl, name)
         assert misses(kubectl, name) == [(iso(slot), reason) for slot, reason in missed], policy
         assert current.get("missedRuns", 0) == len(missed), (policy, current)
@@ -270,15 +264,6 @@ def caught_up_as_the_policies_say(stack: LocalStack, kubectl: Kubectl,
                 assert not jobs[slot].startswith(f"{name}-{int(slot.timestamp()) // 60}")
         else:
             assert catch_ups == [], (policy, catch_ups)
-
-
-def slots_of(kubectl: Kubectl, name: str) -> dict[datetime, str]:
-    """The Jobs the apiserver holds for `name`, by the slot each ran for."""
-    return {
-        parse_time(job["metadata"]["annotations"][
-            "batch.kubernetes.io/cronjob-scheduled-timestamp"]): job["metadata"]["name"]
-        for job in owned_jobs(kubectl, NAMESPACE, name)
-    }  # fmt: skip
 
 
 # ---- the dashboard on this history (issue 31) ---------------------------------------------
@@ -399,11 +384,7 @@ class UnwatchedOutage:
         self.operator.stop()
 
     def slots_run(self, name: str) -> set[datetime]:
-        return {
-            parse_time(job["metadata"]["annotations"][
-                "batch.kubernetes.io/cronjob-scheduled-timestamp"])
-            for job in owned_jobs(self.kubectl, self.namespace, name)
-        }  # fmt: skip
+        return set(job_slots(self.kubectl, self.namespace, name))
 
     def judged(self, *dropped: datetime, slots: list[datetime]) -> None:
         """After the controller is back: it starts the latest slot (`dropped[-1]`), then the

@@ -16,7 +16,15 @@ import pytest
 from temporalio.client import ScheduleInfo
 
 from localstack import LocalStack
-from support import Kubectl, OperatorProcess, TemporalSide, eventually, sample, scrape
+from support import (
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    eventually,
+    sample,
+    schedule_executions,
+    scrape,
+)
 from temporal_workflows import TASK_QUEUE
 
 pytestmark = pytest.mark.cluster
@@ -186,10 +194,14 @@ def caught_up_as_the_policies_say(
             assert [(r["scheduledTime"], r["reason"]) for r in current["recentMissedRuns"]] == [
                 (stamp, "CatchupWindowExceeded")
             ], current
-            assert not [e for e in workflows(temporal, schedule_id) if e.id.endswith(stamp)]
+            assert not [
+                e for e in schedule_executions(temporal, schedule_id) if e.id.endswith(stamp)
+            ]
             continue
         runs = eventually(
-            lambda s=schedule_id: [e for e in workflows(temporal, s) if e.id.endswith(stamp)],
+            lambda s=schedule_id: [
+                e for e in schedule_executions(temporal, s) if e.id.endswith(stamp)
+            ],
             timeout=90, what=f"{name}: the slot run late",
         )  # fmt: skip
         assert len(runs) == 1, [(e.id, e.run_id) for e in runs]
@@ -204,13 +216,3 @@ def caught_up_as_the_policies_say(
         assert [(r["start"], r["end"], r["outcome"]) for r in catch_ups] == [
             (stamp, stamp, "Done")
         ], catch_ups
-
-
-def workflows(temporal: TemporalSide, schedule_id: str) -> list[Any]:
-    """The workflow executions the schedule started, backfills too, by Temporal's listing."""
-
-    async def listed() -> list[Any]:
-        query = f'TemporalScheduledById = "{schedule_id}"'
-        return [e async for e in temporal.client.list_workflows(query)]
-
-    return temporal.run(listed)

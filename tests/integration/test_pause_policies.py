@@ -40,17 +40,18 @@ from support import (
     TemporalSide,
     audit_events,
     conditions_of,
-    created_jobs,
     eventually,
     faulted_operator,
     in_shard,
+    job_slots,
     kubectl_sundial,
     kubernetes_scheduledjob,
     no_retry_job,
-    owned_jobs,
+    one_create_per_job,
     parse_time,
     sample,
     scenarios_started,
+    schedule_executions,
     scrape,
     sj_status,
     temporal_connection,
@@ -87,16 +88,6 @@ def own_operator(
 
 def schedule_of(temporal: TemporalSide, schedule_id: str) -> ScheduleDescription:
     return temporal.run(lambda: temporal.client.get_schedule_handle(schedule_id).describe())
-
-
-def executions(temporal: TemporalSide, schedule_id: str) -> list[Any]:
-    """The workflow executions the schedule started, by Temporal's own listing."""
-
-    async def listed() -> list[Any]:
-        query = f'TemporalScheduledById = "{schedule_id}"'
-        return [e async for e in temporal.client.list_workflows(query)]
-
-    return temporal.run(listed)
 
 
 def started_between(runs: list[Any], start: datetime, end: datetime) -> list[Any]:
@@ -195,15 +186,15 @@ def failing_temporal_job_paused(
     assert not status.get("nextRunTimes"), status
     # The run that tripped it is a real execution that failed, by Temporal's listing.
     # (Temporal names each scheduled workflow by its prefix and the slot's time.)
-    runs = executions(temporal, schedule_id)
+    runs = schedule_executions(temporal, schedule_id)
     failed = [e for e in runs if e.status is not None and e.status.name == "FAILED"]
     assert len(failed) >= PAUSE_AFTER, [(e.id, e.status) for e in runs]
     assert any(e.id.endswith(pause["trippedBy"]) for e in failed), (pause, [e.id for e in failed])
     # Paused: Temporal starts nothing more (a run in flight at the pause may still start
     # within the second it took).
     time.sleep(12)
-    later = started_between(executions(temporal, schedule_id), paused_at + timedelta(seconds=2),
-                            datetime.now(UTC))  # fmt: skip
+    later = started_between(schedule_executions(temporal, schedule_id),
+                            paused_at + timedelta(seconds=2), datetime.now(UTC))  # fmt: skip
     assert later == [], [e.id for e in later]
     metrics = scrape(operator.metrics_url)
     labels = {"namespace": namespace, "name": "fails", "backend": "temporal"}
@@ -217,7 +208,7 @@ def failing_temporal_job_paused(
     resumed = kubectl_sundial(kubectl, "resume", "fails", "-n", namespace)
     assert resumed.returncode == 0, resumed.stderr
     assert "failure policy's pause lifted" in resumed.stdout, resumed.stdout
-    eventually(lambda: started_between(executions(temporal, schedule_id), datetime.now(UTC)
+    eventually(lambda: started_between(schedule_executions(temporal, schedule_id), datetime.now(UTC)
                                        - timedelta(seconds=10), datetime.now(UTC)),
                timeout=90, what="runs again after the resume")  # fmt: skip
     again = eventually(lambda: (p := sj_status(kubectl, "fails", namespace).get("pause"))
@@ -278,7 +269,7 @@ def window_by_label(
         eventually(lambda n=name: sj_status(kubectl, n, namespace).get("backendRef"),
                    timeout=90, what=f"{name} in step")  # fmt: skip
     schedule_id = sj_status(kubectl, "ticks", namespace)["backendRef"]["scheduleId"]
-    eventually(lambda: executions(temporal, schedule_id), what="ticks running")
+    eventually(lambda: schedule_executions(temporal, schedule_id), what="ticks running")
 
     window = 45
     done = kubectl_sundial(kubectl, "suspend", "-l", "sundial-test=maintenance-window", "-A",
@@ -314,11 +305,11 @@ def window_by_label(
                what="the CronJob resumed by itself")  # fmt: skip
     eventually(lambda: not schedule_of(temporal, schedule_id).schedule.state.paused, timeout=90,
                what="the schedule resumed by itself")  # fmt: skip
-    eventually(lambda: started_between(executions(temporal, schedule_id), until,
+    eventually(lambda: started_between(schedule_executions(temporal, schedule_id), until,
                                        datetime.now(UTC)), timeout=60,
                what="ticks run again after the window")  # fmt: skip
     # Nothing started inside the window (Temporal's listing), and nothing is reported missed.
-    inside = started_between(executions(temporal, schedule_id),
+    inside = started_between(schedule_executions(temporal, schedule_id),
                              window_start + timedelta(seconds=2), until)  # fmt: skip
     assert inside == [], [e.id for e in inside]
     status = eventually(lambda: (s := sj_status(kubectl, "ticks", namespace)).get("pause") is None
@@ -477,9 +468,9 @@ def catch_up_after_a_window(
     for policy in ("All", "Latest", "None"):
         ran = held[policy]
         name = f"k-{policy.lower()}"
-        eventually(lambda n=name, r=ran: job_slots(kubectl, n, namespace).keys() >= r,
+        eventually(lambda n=name, r=ran: job_slots(kubectl, namespace, n).keys() >= r,
                    timeout=90, what=f"{name}: {sorted(ran)} run")  # fmt: skip
-        jobs = job_slots(kubectl, name, namespace)
+        jobs = job_slots(kubectl, namespace, name)
         assert {slot for slot in jobs if slot <= second} == ran, (name, sorted(jobs))
         eventually(partial(one_create_per_job, stack, kubectl, namespace, name), timeout=40,
                    what=f"{name}: each Job created once (the audit log)")  # fmt: skip
@@ -504,29 +495,11 @@ def catch_up_after_a_window(
     kubectl.run("delete", "scheduledjobs", "--all", "-n", namespace, "--timeout=90s")
 
 
-def one_create_per_job(stack: LocalStack, kubectl: Kubectl, namespace: str, name: str) -> bool:
-    """The apiserver created each Job it holds for `name` once, and no other (nothing made
-    and deleted): its audit log, which it writes in batches, against its listing."""
-    listed = sorted(job_slots(kubectl, name, namespace).values())
-    created = sorted(j for j in created_jobs(stack, namespace) if j.rsplit("-", 1)[0] == name)
-    assert created == listed, (name, created, listed)
-    return True
-
-
-def job_slots(kubectl: Kubectl, name: str, namespace: str) -> dict[datetime, str]:
-    """The Jobs the apiserver holds for `name`, by the slot each ran for."""
-    return {
-        parse_time(job["metadata"]["annotations"][
-            "batch.kubernetes.io/cronjob-scheduled-timestamp"]): job["metadata"]["name"]
-        for job in owned_jobs(kubectl, namespace, name)
-    }  # fmt: skip
-
-
 def workflow_slots(temporal: TemporalSide, schedule_id: str) -> dict[datetime, int]:
     """How many workflows Temporal started for each slot of the schedule (its listing;
     each is named by the schedule's prefix and its slot's time)."""
     counted: dict[datetime, int] = {}
-    for execution in executions(temporal, schedule_id):
+    for execution in schedule_executions(temporal, schedule_id):
         slot = parse_time(execution.id[-len("2026-01-01T00:00:00Z") :])
         counted[slot] = counted.get(slot, 0) + 1
     return counted
