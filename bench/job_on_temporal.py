@@ -13,8 +13,10 @@ thousand schedules, with the runs of theirs that fall in the window. Reported, p
 backend: each run's start latency (its nominal time to its container's start, as the
 kubelet recorded it) as median and worst; for the worker: CPU seconds and RSS over the
 window, and its requests to the apiserver per run (its client's request lines in its
-DEBUG log) and to Temporal (the schedule's describe per run; the SDK's own task polls are
-long polls, not per run).
+DEBUG log); and the requests Temporal's frontend served in the window per run, by
+operation (the server's own `service_requests` counter on its metrics page, namespace
+`default`: the worker's, the operator's and the scheduler's together). Task-queue polls are
+long polls, counted apart: their number follows the time and the pollers, not the runs.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ sys.path[:0] = [str(REPO / "hack"), str(REPO / "tests"), str(REPO / "bench")]
 from observe import Process  # noqa: E402
 
 from localstack import LocalStack  # noqa: E402
-from support import Kubectl, OperatorProcess, install_sundial, parse_time  # noqa: E402
+from support import Kubectl, OperatorProcess, install_sundial, parse_time, scrape  # noqa: E402
 
 NAMESPACE = "bench-jobs"
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -100,6 +102,42 @@ def latencies(kubectl: Kubectl, since: datetime) -> dict[str, list[float]]:
     return found
 
 
+LONG_POLLS = {"PollWorkflowTaskQueue", "PollActivityTaskQueue", "PollNexusTaskQueue"}
+
+
+def temporal_requests(stack: LocalStack) -> dict[str, float]:
+    """Requests Temporal's frontend has served in namespace `default`, by operation, from
+    the server's own counter (ground truth, not Sundial's metrics)."""
+    page = scrape(f"http://127.0.0.1:{stack.ports.temporal_metrics}/metrics")
+    served: dict[str, float] = {}
+    for (name, labels), value in page.items():
+        tags = dict(labels)
+        if (
+            name in ("service_requests", "service_requests_total")
+            and tags.get("namespace") == "default"
+            and tags.get("service_name", "frontend") == "frontend"
+        ):
+            operation = tags.get("operation", "?")
+            served[operation] = served.get(operation, 0.0) + value
+    return served
+
+
+def per_run(before: dict[str, float], after: dict[str, float], runs: int) -> dict[str, Any]:
+    """The requests served between two readings, per run: in all, by operation, and the
+    task-queue long polls apart."""
+    grown = {op: after.get(op, 0.0) - before.get(op, 0.0) for op in after}
+    grown = {op: n for op, n in grown.items() if n > 0}
+    polls = sum(n for op, n in grown.items() if op in LONG_POLLS)
+    others = {op: n for op, n in grown.items() if op not in LONG_POLLS}
+    if not runs:
+        return {"runs": 0}
+    return {
+        "per_run": round(sum(others.values()) / runs, 1),
+        "by_operation": {op: round(n / runs, 2) for op, n in sorted(others.items())},
+        "long_polls_per_run": round(polls / runs, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=10, help="per backend")
@@ -139,7 +177,9 @@ def main() -> None:
         first = now.replace(second=0, microsecond=0) + timedelta(minutes=2)
         time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds()))
         cpu_before, log_before = process.cpu_seconds(), len(worker.log_text().splitlines())
+        temporal_before = temporal_requests(stack)
         time.sleep(args.slots * 60 + 30)
+        temporal_after = temporal_requests(stack)
         cpu = process.cpu_seconds() - cpu_before
         rss = process.memory_mib()
         lines = worker.log_text().splitlines()[log_before:]
@@ -158,6 +198,7 @@ def main() -> None:
             } for backend, values in found.items()},
             "worker_cpu_seconds": round(cpu, 2), "worker_rss_mib": round(rss, 1),
             "worker_apiserver_requests_per_run": round(api_requests / runs, 1) if runs else None,
+            "temporal_requests": per_run(temporal_before, temporal_after, runs),
         }  # fmt: skip
         print(json.dumps(report, indent=2))
         worker.stop()

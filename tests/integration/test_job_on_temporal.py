@@ -38,6 +38,7 @@ from support import (
     Kubectl,
     OperatorProcess,
     TemporalSide,
+    audit_events,
     conditions_of,
     created_jobs,
     deleted_jobs,
@@ -45,10 +46,13 @@ from support import (
     faulted_operator,
     fresh_namespace,
     in_shard,
+    job_slots,
     namespace_name,
     no_retry_job,
+    one_create_per_job,
     owned_jobs,
     parse_time,
+    schedule_executions,
     service_account_kubeconfig,
     sj_status,
     temporal_connection,
@@ -68,6 +72,8 @@ HEARTBEAT_TIMEOUT_SECONDS = 30  # sundial.worker.workflows.HEARTBEAT_TIMEOUT
 # Each answer of the apiserver to a slowed worker: long enough for the test to see the Job
 # and cancel its run before the worker hears that it was made.
 ANSWER_DELAY_SECONDS = 8
+# A run that outlasts the next minute slot, for a switch made while it runs.
+LONG_RUN_SECONDS = 75
 
 
 @pytest.fixture(scope="module")
@@ -489,6 +495,107 @@ def flip(stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace:
     assert sorted(created_jobs(stack, namespace)) == sorted(names.values())
 
 
+def switch_mid_run(
+    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+) -> None:
+    """A switch while the old backend's Job is still running, in both directions, under
+    Forbid: that Job runs to its end (never deleted; on temporal its workflow completes),
+    Switching says WaitingForRunningJob meanwhile, and the new backend starts nothing until
+    the Job has ended: the slots in the wait are not run; the first slot after it runs on
+    the new backend. One Job per slot (the audit log); the CronJob is created only after
+    the Job's end (its audit-log create), the schedule starts nothing before it (Temporal's
+    listing)."""
+    busybox = stack.images["busybox"]
+    names = {"to-kubernetes": ("temporal", "kubernetes"), "to-temporal": ("kubernetes", "temporal")}
+
+    def apply(name: str, backend: str) -> None:
+        kubectl.apply({
+            "apiVersion": "sundial.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"backend": backend, "schedule": "* * * * *", "concurrencyPolicy": "Forbid",
+                     "successfulRunsHistoryLimit": 10,
+                     "job": script_job(busybox, f"sleep {LONG_RUN_SECONDS}")},
+        })  # fmt: skip
+
+    def first_job(name: str) -> dict[str, Any]:
+        jobs = owned_jobs(kubectl, namespace, name)
+        assert jobs, f"{name}: no Job yet"
+        assert jobs[0].get("status", {}).get("active"), f"{name}: its Job is not running yet"
+        return jobs[0]
+
+    now = datetime.now(UTC)
+    m1 = now.replace(second=0, microsecond=0) + timedelta(minutes=1 if now.second < 40 else 2)
+    for name, (old, _) in names.items():
+        apply(name, old)
+    first = {name: eventually(partial(first_job, name), timeout=(m1 - now).total_seconds()
+                              + RUN_SECONDS, what=f"{name}'s first Job running")
+             for name in names}  # fmt: skip
+    schedule_id = sj_status(kubectl, "to-kubernetes", namespace)["backendRef"]["scheduleId"]
+    for name, (_, new) in names.items():
+        apply(name, new)
+
+    def waiting(name: str) -> bool:
+        switching = conditions_of(sj_status(kubectl, name, namespace)).get("Switching", {})
+        assert switching.get("reason") == "WaitingForRunningJob", (name, switching)
+        return True
+
+    for name in names:
+        eventually(partial(waiting, name), timeout=60, what=f"{name} waiting for its Job")
+        # Seen while that Job still runs: a switch that did not wait would not say so.
+        assert first_job(name)["metadata"]["uid"] == first[name]["metadata"]["uid"]
+
+    def ended(name: str) -> datetime:
+        job = kubectl.get("job", first[name]["metadata"]["name"], namespace)
+        assert job, f"{name}'s first Job is gone"
+        status = job.get("status", {})
+        assert status.get("succeeded") == 1, (name, status)
+        return parse_time(status["completionTime"])
+
+    ends = {name: eventually(partial(ended, name), timeout=LONG_RUN_SECONDS + RUN_SECONDS,
+                             what=f"{name}'s first Job ran to its end")
+            for name in names}  # fmt: skip
+
+    def next_run(name: str) -> tuple[datetime, str]:
+        later = sorted((slot, job) for slot, job in job_slots(kubectl, namespace, name).items()
+                       if slot > ends[name])  # fmt: skip
+        assert later, f"{name}: no slot run after the first Job ended"
+        return later[0]
+
+    after = {name: eventually(partial(next_run, name), timeout=60 + RUN_SECONDS,
+                              what=f"{name}'s first run on its new backend")
+             for name in names}  # fmt: skip
+    for name, (_, new) in names.items():
+        slots = job_slots(kubectl, namespace, name)
+        first_slot, first_name = parse_time(first[name]["metadata"]["annotations"][SCHEDULED]), \
+            first[name]["metadata"]["name"]  # fmt: skip
+        # Nothing ran in the wait: the slots between the first Job's and the next run.
+        assert sorted(slots) == [first_slot, after[name][0]], (name, slots, ends[name])
+        assert slots[first_slot] == first_name, (name, slots)
+        by_new = after[name][1]
+        if new == "kubernetes":
+            assert by_new == f"{name}-{int(after[name][0].timestamp()) // 60}", by_new
+        else:
+            assert by_new.startswith(f"{name}-t"), by_new
+        eventually(partial(one_create_per_job, stack, kubectl, namespace, name), timeout=30,
+                   what=f"{name}: the audit log's creates")  # fmt: skip
+        assert first_name not in deleted_jobs(stack, namespace), f"{first_name} was deleted"
+    # The CronJob made back only once the worker's Job had ended (audit log, apiserver time).
+    (made,) = [e for e in audit_events(stack.log_dir / "audit.log")
+               if e.get("verb") == "create" and e["objectRef"].get("resource") == "cronjobs"
+               and e["objectRef"].get("namespace") == namespace
+               and e["objectRef"].get("name") == "to-kubernetes"
+               and e.get("responseStatus", {}).get("code") == 201]  # fmt: skip
+    assert parse_time(made["stageTimestamp"]) >= ends["to-kubernetes"] - timedelta(seconds=1)
+    # On Temporal: the worker's run completed although its schedule was deleted under it.
+    (run,) = schedule_executions(temporal, schedule_id)
+    assert run.status == WorkflowExecutionStatus.COMPLETED, run.status
+    # The new schedule started nothing before the CronJob's Job had ended.
+    started = schedule_executions(
+        temporal, sj_status(kubectl, "to-temporal", namespace)["backendRef"]["scheduleId"]
+    )
+    assert [r.start_time for r in started if r.start_time < ends["to-temporal"]] == [], started
+
+
 def overlap_and_deletion(
     stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
 ) -> None:
@@ -786,6 +893,7 @@ SCENARIOS: dict[str, Callable[[LocalStack, Kubectl, TemporalSide, str], None]] =
     "a_worker_cut_off_from_temporal_past_the_heartbeat_leaves_its_job_running": worker_stalled,
     "backfill_and_suspend_with_a_note_work_on_a_job_on_temporal": backfill_and_suspend,
     "flipping_backend_with_the_same_job_runs_each_slot_once": flip,
+    "a_switch_waits_for_the_old_backends_running_job_in_both_directions": switch_mid_run,
     "overlap_skip_buffer_one_and_a_deleted_object_taking_its_run_along": overlap_and_deletion,
     "a_run_no_worker_takes_up_says_so_and_the_catchup_window_holds": worker_outage,
 }
