@@ -11,8 +11,12 @@ from .common import NODE_IP, SA_ISSUER, SERVICE_CIDR, Ports
 from .pki import Pki
 from .process import Server, http_ok
 
+# Every request of this user is in the tests' log, reads too: a test that counts what a
+# write path costs runs its client as this user.
+AUDITED_USER = "sundial-every-request"
 # SUNDIAL_APISERVER_AUDIT_POLICY: "all" (bench/: every request), or "writes" (the tests:
-# who wrote ScheduledJobs, CronJobs, Jobs and Sundial's Leases; small enough for a whole run).
+# who wrote ScheduledJobs, CronJobs, Jobs and Sundial's Leases, and all AUDITED_USER did;
+# small enough for a whole run).
 AUDIT_POLICIES = {
     "all": """\
 apiVersion: audit.k8s.io/v1
@@ -33,8 +37,10 @@ rules:
     verbs: [create, update, patch]
     namespaces: [sundial-system]
     resources: [{group: coordination.k8s.io, resources: [leases]}]
+  - level: Metadata
+    users: [USER]
   - level: None
-""",
+""".replace("USER", AUDITED_USER),
 }
 
 

@@ -73,7 +73,8 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
             cache.remove_scheduledjob(key, metadata.get("resourceVersion"))
             memo.queue.add(key, urgent=True)
         return
-    cache.put_scheduledjob(obj)
+    # kopf's type None: an object of its listing, not a watch event.
+    cache.put_scheduledjob(obj, confirmed=type is not None)
     # Compared as cached (an event older than the cache is no news either).
     current = cache.scheduledjob(key)
     news = changed_by_someone(previous, current)

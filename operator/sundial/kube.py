@@ -168,24 +168,27 @@ class KubeClient:
                 if not token:
                     break
 
-    async def apply_cronjob(
+    async def create_cronjob(
         self, manifest: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]:
-        """Server-side apply: creates or updates, and drops fields Sundial no longer sets.
-        With dry_run, the apiserver gives its full verdict (admission included) and
-        stores nothing."""
+    ) -> dict[str, Any] | None:
+        """Create a CronJob; None if one of that name is there already, whoever made it
+        (a create never writes over anything: the caller reads it and decides). With
+        dry_run, the apiserver gives its full verdict (admission included) and stores
+        nothing."""
         meta = manifest["metadata"]
         extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-        response = await self._request(
-            self._batch.patch_namespaced_cron_job,
-            meta["name"],
-            meta["namespace"],
-            manifest,
-            field_manager=FIELD_MANAGER,
-            force=True,
-            _content_type="application/apply-patch+yaml",
-            **extra,
-        )
+        try:
+            response = await self._request(
+                self._batch.create_namespaced_cron_job,
+                meta["namespace"],
+                cast(Any, manifest),
+                field_manager=FIELD_MANAGER,
+                **extra,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return None
+            raise
         return _json(response)
 
     async def create_job(self, manifest: dict[str, Any]) -> bool:
@@ -334,18 +337,25 @@ class KubeClient:
             raise
         return _json(response)
 
-    async def replace_cronjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Replace a CronJob wholly (adoption). Its field ownership is cleared, so that
-        Sundial's next server-side apply owns every field it sets and no other manager's
-        leftovers survive (`managedFields: [{}]` strips them)."""
+    async def replace_cronjob(
+        self, manifest: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Replace a CronJob wholly: what the manifest leaves out is gone, whoever set it
+        (a replace, unlike a merge, leaves no field behind). The manifest's
+        resourceVersion is the precondition: a CronJob changed since it was read answers
+        409, and the pass is tried again on what the watch brings. Field ownership is
+        cleared (`managedFields: [{}]`): Sundial writes the whole object, so no manager's
+        record of its fields means anything."""
         meta = manifest["metadata"]
         body = {**manifest, "metadata": {**meta, "managedFields": [{}]}}
+        extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         response = await self._request(
             self._batch.replace_namespaced_cron_job,
             meta["name"],
             meta["namespace"],
             cast(Any, body),
             field_manager=FIELD_MANAGER,
+            **extra,
         )
         return _json(response)
 

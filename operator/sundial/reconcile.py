@@ -279,7 +279,7 @@ class Reconciler:
         if found is None:
             self.cache.remove_scheduledjob(key, sj.metadata.resource_version)
             raise _Gone
-        self.cache.put_scheduledjob(found)
+        self.cache.put_scheduledjob(found, confirmed=True)
         meta = found.get("metadata") or {}
         if meta.get("uid") != sj.metadata.uid or meta.get("deletionTimestamp"):
             raise _Gone

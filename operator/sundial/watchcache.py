@@ -75,6 +75,9 @@ class _Entries:
     heard: dict[Any, float] = field(default_factory=dict)
     versions: dict[Any, int] = field(default_factory=dict)
     tombstones: dict[Any, tuple[int, float]] = field(default_factory=dict)
+    # Keys whose object as held came from a watch event or a GET, not from a listing: one
+    # a listing brought may be a ghost (a LIST served from before a deletion).
+    confirmed: set[Any] = field(default_factory=set)
 
     def is_stale(self, key: Any, version: int | None) -> bool:
         """An update older than what is held, or than the object's deletion."""
@@ -94,9 +97,15 @@ class _Entries:
         tombstone = self.tombstones.get(key)
         return tombstone[0] if tombstone is not None else None
 
-    def put(self, key: Any, obj: dict[str, Any], version: int | None) -> None:
+    def put(
+        self, key: Any, obj: dict[str, Any], version: int | None, *, confirmed: bool = False
+    ) -> None:
         self.objects[key] = obj
         self.heard[key] = time.monotonic()
+        if confirmed:
+            self.confirmed.add(key)
+        else:
+            self.confirmed.discard(key)
         self.tombstones.pop(key, None)
         if version is None:
             self.versions.pop(key, None)
@@ -106,6 +115,7 @@ class _Entries:
     def remove(self, key: Any, version: int | None = None) -> None:
         self.objects.pop(key, None)
         self.heard.pop(key, None)
+        self.confirmed.discard(key)
         held = self.versions.pop(key, None)
         if version is None:
             version = held
@@ -155,12 +165,18 @@ class WatchCache:
     # began before a watch event) or than a deletion (an object deleted during the LIST)
     # is ignored.
 
-    def put_scheduledjob(self, obj: dict[str, Any]) -> Key:
+    def put_scheduledjob(self, obj: dict[str, Any], *, confirmed: bool = False) -> Key:
+        """`confirmed`: the object comes from a watch event or a GET, so it existed at its
+        resourceVersion; one from a listing (the default) may be a ghost."""
         key = object_key(obj)
         version = resource_version(obj)
         if not self._scheduledjobs.is_stale(key, version):
-            self._scheduledjobs.put(key, without_bookkeeping(obj), version)
+            self._scheduledjobs.put(key, without_bookkeeping(obj), version, confirmed=confirmed)
         return key
+
+    def scheduledjob_confirmed(self, key: Key) -> bool:
+        """Whether the ScheduledJob held came from a watch event or a GET, not a listing."""
+        return key in self._scheduledjobs.confirmed
 
     def remove_scheduledjob(self, key: Key, resource_version: str | None = None) -> None:
         """`resource_version`: the deleted object's last one (the DELETED event's)."""

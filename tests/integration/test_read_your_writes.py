@@ -3,7 +3,12 @@ CronJob it wrote instead of the watch cache until the cache shows that write (ow
 a retire or a deletion the cache has seen drops that memory. Here the watch lags as long as
 the test likes: the cache is fed only when the test lets a real watch catch up (from the
 resourceVersion before the first write), and the apiserver (GET, its audit log) says which
-CronJob exists and how often Sundial applied one."""
+CronJob exists and how often Sundial wrote one.
+
+Issue 32's create-first writes are proven here too: the backend's client runs as the user
+whose every request the audit log keeps (reads too), so what each path costs is counted by
+the apiserver: a new CronJob one create, a spec change one replace, a CronJob someone else
+made one refused create and one read."""
 
 from __future__ import annotations
 
@@ -17,9 +22,11 @@ import pytest
 from kubernetes import client, watch
 
 from localstack import LocalStack
+from localstack.apiserver import AUDITED_USER
 from sundial.api.models import ScheduledJob
 from sundial.backends.kubernetes.backend import KubernetesBackend
 from sundial.backends.protocol import Pass
+from sundial.errors import Retry, SpecProblem
 from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.watchcache import WatchCache
@@ -71,9 +78,10 @@ def _now() -> datetime:
 
 @pytest.fixture
 def user() -> str:
-    """A user of the backend's own, so the audit log tells its writes from the garbage
-    collector's, the controller's and the test's (each test has a namespace of its own)."""
-    return "sundial-read-your-writes"
+    """A user of the backend's own, so the audit log tells its requests from the garbage
+    collector's, the controller's and the test's (each test has a namespace of its own):
+    the one whose reads are logged too."""
+    return AUDITED_USER
 
 
 @pytest.fixture
@@ -113,17 +121,33 @@ def gone(kubectl: Kubectl, namespace: str) -> None:
     eventually(lambda: on_the_server(kubectl, namespace) is None, 60, 0.2, "CronJob gone")
 
 
-def applies(stack: LocalStack, namespace: str, user: str) -> int:
-    """The CronJob writes (server-side applies) `user` made, by the apiserver's audit log."""
-    return sum(
-        1
+def requests(stack: LocalStack, namespace: str, user: str) -> list[tuple[str, int]]:
+    """(verb, answer) of each request `user` made on CronJobs in the namespace, oldest
+    first, by the apiserver's audit log."""
+    return [
+        (entry["verb"], (entry.get("responseStatus") or {}).get("code", 0))
         for entry in audit_events(stack.log_dir / "audit.log")
         if (ref := entry.get("objectRef") or {}).get("resource") == "cronjobs"
         and not ref.get("subresource")
         and ref.get("namespace") == namespace
-        and entry.get("verb") == "patch"
         and (entry.get("user") or {}).get("username") == user
-    )
+    ]
+
+
+def applies(stack: LocalStack, namespace: str, user: str) -> int:
+    """The CronJob writes `user` made that the apiserver took (creates, replaces)."""
+    return sum(1 for verb, code in requests(stack, namespace, user)
+               if verb in ("create", "update", "patch") and code < 300)  # fmt: skip
+
+
+def made_requests(
+    stack: LocalStack, namespace: str, user: str, expected: list[tuple[str, int]]
+) -> None:
+    """Exactly these requests on CronJobs, in order (the log is written in batches)."""
+    eventually(lambda: len(requests(stack, namespace, user)) >= len(expected), 30, 0.2,
+               f"{len(expected)} requests in the audit log")  # fmt: skip
+    asyncio.run(asyncio.sleep(1.5))
+    assert requests(stack, namespace, user) == expected
 
 
 def applied(stack: LocalStack, namespace: str, user: str, count: int) -> None:
@@ -191,3 +215,91 @@ def test_a_cronjob_the_apiserver_canonicalised_is_in_step_after_the_cache_caught
     lagging.reconcile(sj)
     lagging.reconcile(sj)
     applied(stack, namespace, user, 1)
+
+
+# ---- create-first (issue 32): what each write path costs, by the audit log -------------
+
+
+def container_of(cronjob: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"][0]  # fmt: skip
+    return found
+
+
+def test_a_new_cronjob_costs_one_create_and_a_spec_change_one_replace_that_drops_the_rest(
+    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str, user: str,
+    lagging: Lagging,
+) -> None:  # fmt: skip
+    """No read before the create: a create cannot write over anything. A spec change is
+    one replace of the whole CronJob: what the spec no longer sets is gone from the
+    server, a label someone else put on the CronJob stays."""
+    sj = scheduledjob(kubectl, namespace, resources={"limits": {"memory": "64Mi"}})
+    lagging.reconcile(sj)
+    live = on_the_server(kubectl, namespace)
+    assert live is not None
+    assert "resources" in container_of(live)
+    lagging.catch_up()
+    kubectl.run("label", "cronjob", NAME, "-n", namespace, "team=billing")
+    lagging.catch_up()
+    lagging.reconcile(scheduledjob(kubectl, namespace))  # resources no longer set
+    live = on_the_server(kubectl, namespace)
+    assert live is not None
+    assert "resources" not in container_of(live) or not container_of(live)["resources"], live
+    assert live["metadata"]["labels"]["team"] == "billing"
+    made_requests(stack, namespace, user, [("create", 201), ("update", 200)])
+
+
+def test_a_replace_refused_or_overtaken_changes_nothing_and_the_next_pass_writes_it(
+    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str, user: str,
+    lagging: Lagging,
+) -> None:  # fmt: skip
+    """Two faults on the replace: an admission policy refuses it (403), then someone
+    writes the CronJob after the cache's copy (409, the resourceVersion precondition).
+    Each time the pass is retried with the reason and the server's CronJob is as it was;
+    once allowed and caught up, one replace writes the change over the other's label."""
+    sj = scheduledjob(kubectl, namespace)
+    lagging.reconcile(sj)
+    lagging.catch_up()
+    before = on_the_server(kubectl, namespace)
+    assert before is not None
+    changed = scheduledjob(kubectl, namespace, resources={"limits": {"memory": "64Mi"}})
+    refusal = stack.faults.deny("replace-cronjob", resources=["cronjobs"], api_groups=["batch"],
+                                operations=["UPDATE"], namespace=namespace)  # fmt: skip
+    with refusal, pytest.raises(Retry) as refused:
+        lagging.reconcile(changed)
+    assert refused.value.reason == "Forbidden", refused.value
+    kubectl.run("label", "cronjob", NAME, "-n", namespace, "team=billing")  # not yet seen
+    with pytest.raises(Retry):
+        lagging.reconcile(changed)
+    live = on_the_server(kubectl, namespace)
+    assert live is not None
+    assert live["spec"] == before["spec"]
+    lagging.catch_up()
+    lagging.reconcile(changed)
+    live = on_the_server(kubectl, namespace)
+    assert live is not None
+    assert container_of(live)["resources"]["limits"]["memory"] == "64Mi"
+    assert live["metadata"]["labels"]["team"] == "billing"
+    made_requests(
+        stack, namespace, user, [("create", 201), ("update", 403), ("update", 409), ("update", 200)]
+    )
+
+
+def test_a_create_that_meets_a_cronjob_sundial_did_not_make_reads_it_and_writes_nothing(
+    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str, user: str,
+    lagging: Lagging,
+) -> None:  # fmt: skip
+    """The watch cache holds only Sundial's CronJobs, so it cannot say the name is free:
+    the create is refused (409), the CronJob read, found someone else's, and left as it
+    was, with the reason (CronJobExists)."""
+    kubectl.run("create", "cronjob", NAME, "-n", namespace, "--image=registry.example/app:1",
+                "--schedule=0 0 1 1 *")  # fmt: skip
+    theirs = on_the_server(kubectl, namespace)
+    assert theirs is not None
+    with pytest.raises(SpecProblem) as refused:
+        lagging.reconcile(scheduledjob(kubectl, namespace))
+    assert refused.value.reason == "CronJobExists", refused.value
+    after = on_the_server(kubectl, namespace)
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    made_requests(stack, namespace, user, [("create", 409), ("get", 200)])

@@ -13,6 +13,7 @@ from sundial.planning.cronjob import (
     cronjob_manifest,
     is_subset,
     metadata_in_step,
+    replacement,
     spec_in_step,
 )
 
@@ -324,3 +325,31 @@ def test_a_refused_create_is_no_evidence_that_its_slot_ran() -> None:
     assert said.named == expected
     assert said.created is None  # creates combined, as before
     assert controller_events("invoices", refused).named == frozenset()
+
+
+def test_a_replacement_is_the_desired_cronjob_over_what_others_put_on_the_live_one() -> None:
+    """A spec change replaces the CronJob wholly: a field the spec no longer sets is gone;
+    labels, annotations and finalizers others added stay; Sundial's own win; the live
+    resourceVersion is the precondition; the result is in step with what was desired."""
+    desired = cronjob_manifest(scheduledjob(suspend=True))
+    live = cronjob_manifest(scheduledjob(startingDeadlineSeconds=120))
+    live["metadata"] |= {
+        "resourceVersion": "41", "uid": "cj-1", "generation": 3, "finalizers": ["orphan"],
+        "labels": {**live["metadata"]["labels"], "team": "billing", SCHEDULEDJOB_LABEL: "x"},
+        "annotations": {"note": "kept", SPEC_HASH_ANNOTATION: "old"},
+    }  # fmt: skip
+    live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["nodeSelector"] = {"a": "b"}
+    written = replacement(desired, live)
+    assert written["spec"] == desired["spec"]
+    assert "startingDeadlineSeconds" not in written["spec"]
+    meta = written["metadata"]
+    assert meta["resourceVersion"] == "41"
+    assert meta["finalizers"] == ["orphan"]
+    assert meta["labels"]["team"] == "billing"
+    assert meta["labels"][SCHEDULEDJOB_LABEL] == "invoices"
+    assert meta["annotations"] == {"note": "kept", **desired["metadata"]["annotations"]}
+    assert meta["ownerReferences"] == desired["metadata"]["ownerReferences"]
+    assert "uid" not in meta
+    assert "generation" not in meta
+    assert metadata_in_step(desired, written)
+    assert spec_in_step(desired, written)

@@ -306,3 +306,21 @@ def test_a_namespace_refused_in_a_relist_is_asked_once_not_once_per_kind() -> No
     assert scopes(["gone", "kept"], {"gone"}) == [["kept"]]
     assert scopes(["gone"], {"gone"}) == []
     assert scopes([], {}) == [[]], "no namespaces named: one listing of all of them"
+
+
+def test_a_scheduledjob_from_a_watch_event_is_confirmed_and_one_from_kopfs_listing_is_not() -> None:
+    """A watch event says the object existed at its resourceVersion; kopf's own listing
+    (type None) may hold one deleted meanwhile, so a pass confirms it before a create."""
+    key = ("shop", "reports")
+
+    async def scenario() -> list[bool]:
+        memo = _memo(RecordingQueue())
+        body = {"metadata": {"name": "reports", "namespace": "shop", "resourceVersion": "4"}}
+        seen = []
+        for type_, version in ((None, "4"), ("MODIFIED", "5"), (None, "6")):
+            body["metadata"]["resourceVersion"] = version
+            await _event(_handler("scheduledjob_event"), memo, type_, copy.deepcopy(body))
+            seen.append(memo.cache.scheduledjob_confirmed(key))
+        return seen
+
+    assert asyncio.run(scenario()) == [False, True, False]

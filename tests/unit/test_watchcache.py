@@ -136,6 +136,27 @@ def test_an_object_created_again_after_its_deletion_is_taken() -> None:
     assert cache.scheduledjob(("shop", "invoices")) is again
 
 
+def test_only_an_object_from_a_watch_event_or_a_get_is_confirmed_to_exist() -> None:
+    """What a listing brought may be a ghost: a pass confirms it with a GET before it makes
+    a backend object. A watch event or that GET confirms it; a later listed copy, a stale
+    one ignored aside, takes the confirmation back; a deletion forgets it."""
+    cache, key = WatchCache(), ("shop", "invoices")
+    cache.put_scheduledjob(sj("invoices", "5"))  # listed
+    assert not cache.scheduledjob_confirmed(key)
+    cache.put_scheduledjob(sj("invoices", "6"), confirmed=True)  # watch event
+    assert cache.scheduledjob_confirmed(key)
+    cache.put_scheduledjob(sj("invoices", "5"))  # an older listing: ignored
+    assert cache.scheduledjob_confirmed(key)
+    cache.put_scheduledjob(sj("invoices", "8"))  # a re-list's newer copy
+    assert not cache.scheduledjob_confirmed(key)
+    cache.put_scheduledjob(sj("invoices", "9"), confirmed=True)
+    cache.remove_scheduledjob(key, resource_version="10")
+    assert not cache.scheduledjob_confirmed(key)
+    cache.put_scheduledjob(sj("invoices", "11"), confirmed=True)
+    cache.prune("scheduledjobs", set(), time.monotonic())  # a listing without it
+    assert not cache.scheduledjob_confirmed(key)
+
+
 def test_tombstones_go_after_a_relist_that_started_after_the_deletion() -> None:
     cache = WatchCache()
     cache.remove_scheduledjob(("shop", "invoices"), resource_version="7")

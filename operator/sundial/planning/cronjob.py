@@ -289,6 +289,25 @@ def cronjob_manifest(sj: ScheduledJob) -> dict[str, Any]:
     return body
 
 
+def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The whole CronJob a replace writes over `live`, a CronJob Sundial made: Sundial's
+    spec, owner reference, labels and annotations, over the labels, annotations and
+    finalizers others put on it (kept), with the live resourceVersion as precondition."""
+    meta = live.get("metadata") or {}
+    wanted = desired["metadata"]
+    kept = {key: meta[key] for key in ("finalizers",) if meta.get(key)}
+    return {
+        **desired,
+        "metadata": {
+            **wanted,
+            **kept,
+            "labels": {**(meta.get("labels") or {}), **wanted["labels"]},
+            "annotations": {**(meta.get("annotations") or {}), **wanted["annotations"]},
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+    }
+
+
 def write_fingerprint(written: dict[str, Any]) -> dict[str, Any]:
     """What tells a later CronJob apart from one Sundial wrote: the spec hash it wrote and
     the generation the server gave it (a live CronJob with both is that write, whatever the

@@ -1,2 +1,3 @@
-"""backend: kubernetes. A native CronJob, kept in step by server-side apply; the cluster's
-CronJob controller fires its Jobs, the watch cache sees them."""
+"""backend: kubernetes. A native CronJob, made by a create (create-first) and kept in step
+by replacing it wholly; the cluster's CronJob controller fires its Jobs, the watch cache
+sees them."""

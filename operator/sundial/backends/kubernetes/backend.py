@@ -86,18 +86,28 @@ class KubernetesBackend:
         return self.in_place(p.key, p.sj)
 
     async def prepare(self, p: Pass, confirm_exists: ConfirmExists) -> tuple[Pass, None]:
-        if self.cache.cronjob(p.key) is None:
-            await confirm_exists()  # the apply may create the CronJob
+        """The pass may create the CronJob: the object is confirmed to exist first (a
+        GET) only when its copy came from a listing, which may hold one deleted
+        meanwhile. One from a watch event existed at its resourceVersion; and were it
+        deleted since, the CronJob's owner reference names its uid, so the garbage
+        collector takes the CronJob."""
+        if self.cache.cronjob(p.key) is None and not self.cache.scheduledjob_confirmed(p.key):
+            await confirm_exists()
         return p, None
 
     async def accept(self, p: Pass, prepared: None) -> None:
         """Switching from temporal: before the schedule goes, the CronJob must be ours to
-        write and the apiserver must accept it (a server-side dry run, admission
-        included). SpecProblem or Retry otherwise, and the schedule keeps running."""
+        write and the apiserver must accept it (a server-side dry run of the write the
+        pass will make, admission included). SpecProblem or Retry otherwise, and the
+        schedule keeps running."""
         desired = cj.cronjob_manifest(p.sj)
-        await self._owned_or_adopted(p.key, p.sj, desired, p.now)
         try:
-            await self.kube.apply_cronjob(desired, dry_run=True)
+            if self._live(p.key) is None and await self.kube.create_cronjob(desired, dry_run=True):
+                return
+            live = await self._owned_or_adopted(p.key, p.sj, desired, p.now)
+            if live is None:
+                raise _changed_meanwhile()
+            await self.kube.replace_cronjob(cj.replacement(desired, live), dry_run=True)
         except ApiException as error:
             raise _write_refused(error, "checking") from None
 
@@ -119,23 +129,45 @@ class KubernetesBackend:
             return Outcome(st.waiting_for_run(sj, message, now=now), None, [])
         desired = cj.cronjob_manifest(sj)
         sj, judged_before_change = await self.judge_before_change(key, sj, now)
-        live = await self._owned_or_adopted(key, sj, desired, now)
-        if live is None or not self._in_step(key, desired, live):
-            live = without_bookkeeping(await self._apply(desired))
-            self._applied.remember(key, live, live)
+        live = self._live(key)
+        if live is None:
+            live = await self._create(key, sj, desired, now)
+        if not self._in_step(key, desired, live):
+            live = await self._replace(key, desired, live)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
         outcome = await self._judge(key, sj, live, table, now, notes)
         if not judged_before_change:
             return outcome
         return replace(outcome, new_runs=[*judged_before_change, *outcome.new_runs])
 
+    async def _create(
+        self, key: Key, sj: ScheduledJob, desired: dict[str, Any], now: datetime
+    ) -> dict[str, Any]:
+        """Create-first: a create never writes over anything, so the common case (no
+        CronJob of the name yet) costs one request. Only when the apiserver answers that
+        one exists (the watch cache holds only Sundial's) is it read and its ownership
+        decided (`_owned_or_adopted`)."""
+        try:
+            created = await self.kube.create_cronjob(desired)
+        except ApiException as error:
+            raise _write_refused(error, "creating") from None
+        if created is not None:
+            log.info("created CronJob %s/%s", *key)
+            created = without_bookkeeping(created)
+            self._applied.remember(key, created, created)
+            return created
+        live = await self._owned_or_adopted(key, sj, desired, now)
+        if live is None:
+            raise _changed_meanwhile()
+        return live
+
     async def _owned_or_adopted(
         self, key: Key, sj: ScheduledJob, desired: dict[str, Any], now: datetime
     ) -> dict[str, Any] | None:
         """The CronJob of this name if Sundial made it for this object, None if there is
         none; one made by anybody else is never written over, unless adoption was asked
-        for. The watch cache holds only Sundial-labelled CronJobs, so a miss there is
-        checked with a GET before the first apply (which would take the object over)."""
+        for. Read (a GET) when the watch cache, which holds only Sundial-labelled CronJobs,
+        does not have it."""
         live = self._live(key)
         if live is None:
             try:
@@ -396,13 +428,19 @@ class KubernetesBackend:
             now=now,
         )  # fmt: skip
 
-    async def _apply(self, desired: dict[str, Any]) -> dict[str, Any]:
+    async def _replace(
+        self, key: Key, desired: dict[str, Any], live: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The whole CronJob written over Sundial's own (cj.replacement): what the spec no
+        longer says is gone. A CronJob changed since it was read answers 409: retried."""
         try:
-            live = await self.kube.apply_cronjob(desired)
+            written = await self.kube.replace_cronjob(cj.replacement(desired, live))
         except ApiException as error:
             raise _write_refused(error, "writing") from None
-        log.info("wrote CronJob %s/%s", live["metadata"]["namespace"], live["metadata"]["name"])
-        return live
+        log.info("wrote CronJob %s/%s", *key)
+        written = without_bookkeeping(written)
+        self._applied.remember(key, written, written)
+        return written
 
     def _in_step(self, key: Key, desired: dict[str, Any], live: dict[str, Any]) -> bool:
         if not cj.metadata_in_step(desired, live):
@@ -424,6 +462,11 @@ class KubernetesBackend:
         return evidence.cache_evidence(
             sj, live, self.cache.jobs(key), self.cache.seen_slots(key), self.cache.watching_since
         )
+
+
+def _changed_meanwhile() -> Retry:
+    """A CronJob the apiserver said was there, gone when read: the next pass looks again."""
+    return Retry("the CronJob changed while it was being written; trying again")
 
 
 def _write_refused(error: ApiException, doing: str) -> SpecProblem | Retry:
