@@ -6,7 +6,8 @@
 For each size, on a fresh stack, with a realistic mix of schedules (workload.py):
 1. apply to Ready: every ScheduledJob Ready with its backend object, against the floor:
    the same N CronJobs created by the same client (kubectl), and the same Temporal
-   schedules created directly with the Temporal client;
+   schedules created directly with the Temporal client; and the operator's requests per
+   object meanwhile (the audit log, by verb and resource);
 2. one more object with N held: time to Ready, over --samples objects;
 at --steady-at, also:
 3. steady state: operator CPU, peak RSS, its API requests by kind (the apiserver's audit
@@ -269,12 +270,20 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             *node_servers(stack),
         ) if server.proc is not None} | {"operator": Process(operator.proc.pid)}  # fmt: skip
         busy_before = {name: process.cpu_seconds() for name, process in busy.items()}
+        audit.mark()
         began, began_wall = time.monotonic(), time.time()
         docs = as_list([scheduledjob(i, NAMESPACE, container) for i in items])
         kubectl.run("create", "-f", "-", stdin=json.dumps(docs), timeout=None)
         created = time.monotonic() - began
         wait_for("all Ready", lambda: watch.ready() >= size, 3600, every=0.5)
         apply_to_ready = time.monotonic() - began
+        # What the operator asked of the apiserver to bring them Ready, per object, by
+        # verb and resource (its audit log): the requests issue 32 counts.
+        apply_counts = operator_requests(audit.since_mark())
+        result["apply_requests_per_object"] = {
+            request: round(count / size, 2) for request, count in apply_counts.most_common()
+            if not request.startswith(("watch ", "list "))
+        }  # fmt: skip
         result["cpu_share_of_core_during_apply"] = {
             name: round((process.cpu_seconds() - busy_before[name]) / apply_to_ready, 3)
             for name, process in busy.items()
