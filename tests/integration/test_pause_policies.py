@@ -319,8 +319,7 @@ def window_by_label(
     assert not sj_status(kubectl, "nightly", namespace).get("missedRuns")
     assert not kubectl.events(namespace, reason="RunMissed")
     # The CronJob was suspended once and resumed once by the operator: no write in between
-    # (the repeated bulk suspend and the restart wrote nothing). Its making, a server-side
-    # apply, is a patch too, answered 201.
+    # (the repeated bulk suspend and the restart wrote nothing). Its making is a create.
     user = f"sundial-{SHARD}"
     writes = cronjob_writes(stack.log_dir / "audit.log", namespace, "nightly", user)
     changes = [e for e in writes if e["responseStatus"]["code"] == 200]
