@@ -175,12 +175,23 @@ class KubeClient:
         (a create never writes over anything: the caller reads it and decides). With
         dry_run, the apiserver gives its full verdict (admission included) and stores
         nothing."""
-        meta = manifest["metadata"]
         extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        response = await self._create(self._batch.create_namespaced_cron_job, manifest, **extra)
+        return None if response is None else _json(response)
+
+    async def create_job(self, manifest: dict[str, Any]) -> bool:
+        """Create a Job; False if one of that name is there already (made by an earlier
+        pass whose answer was lost)."""
+        return await self._create(self._batch.create_namespaced_job, manifest) is not None
+
+    async def _create(
+        self, call: Callable[..., Any], manifest: dict[str, Any], **extra: Any
+    ) -> bytes | None:
+        """A create as Sundial's field manager; None when the name is taken (409)."""
         try:
-            response = await self._request(
-                self._batch.create_namespaced_cron_job,
-                meta["namespace"],
+            return await self._request(
+                call,
+                manifest["metadata"]["namespace"],
                 cast(Any, manifest),
                 field_manager=FIELD_MANAGER,
                 **extra,
@@ -189,23 +200,6 @@ class KubeClient:
             if error.status == 409:
                 return None
             raise
-        return _json(response)
-
-    async def create_job(self, manifest: dict[str, Any]) -> bool:
-        """Create a Job; False if one of that name is there already (made by an earlier
-        pass whose answer was lost)."""
-        try:
-            await self._request(
-                self._batch.create_namespaced_job,
-                manifest["metadata"]["namespace"],
-                cast(Any, manifest),
-                field_manager=FIELD_MANAGER,
-            )
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         response = await self._request(

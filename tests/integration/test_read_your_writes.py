@@ -305,3 +305,32 @@ def test_a_create_that_meets_a_cronjob_sundial_did_not_make_reads_it_and_writes_
     assert after is not None
     assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
     made_requests(stack, namespace, user, [("create", 409), ("get", 200)])
+
+
+def test_a_cached_cronjob_with_sundials_labels_not_made_for_this_object_is_not_written(
+    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str, user: str,
+    lagging: Lagging,
+) -> None:  # fmt: skip
+    """The watch cache holds every CronJob with Sundial's labels, and labels anyone can
+    set: one in the cache is still Sundial's to write only with its owner reference to
+    this object's uid. Someone's CronJob labelled as Sundial's is neither read nor
+    written: CronJobExists."""
+    kubectl.apply({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": {
+            "app.kubernetes.io/managed-by": "sundial", "sundial.dev/scheduledjob": NAME}},
+        "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "registry.example/app:1"}]}}}}},
+    })  # fmt: skip
+    lagging.catch_up()
+    assert lagging.cache.cronjob((namespace, NAME)) is not None  # the premise
+    theirs = on_the_server(kubectl, namespace)
+    assert theirs is not None
+    with pytest.raises(SpecProblem) as refused:
+        lagging.reconcile(scheduledjob(kubectl, namespace))
+    assert refused.value.reason == "CronJobExists", refused.value
+    after = on_the_server(kubectl, namespace)
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    made_requests(stack, namespace, user, [])

@@ -104,9 +104,8 @@ class KubernetesBackend:
         try:
             if self._live(p.key) is None and await self.kube.create_cronjob(desired, dry_run=True):
                 return
-            live = await self._owned_or_adopted(p.key, p.sj, desired, p.now)
-            if live is None:
-                raise _changed_meanwhile()
+            live = await self._owned_or_adopted(p.key, p.sj, desired, await self._existing(p.key),
+                                                p.now)  # fmt: skip
             await self.kube.replace_cronjob(cj.replacement(desired, live), dry_run=True)
         except ApiException as error:
             raise _write_refused(error, "checking") from None
@@ -132,6 +131,8 @@ class KubernetesBackend:
         live = self._live(key)
         if live is None:
             live = await self._create(key, sj, desired, now)
+        else:  # Sundial's labels are anyone's to set: the owner reference decides
+            live = await self._owned_or_adopted(key, sj, desired, live, now)
         if not self._in_step(key, desired, live):
             live = await self._replace(key, desired, live)
         notes = [DAY_SEMANTICS_NOTE] if table.cron and both_days_restricted(table.cron) else []
@@ -156,18 +157,11 @@ class KubernetesBackend:
             created = without_bookkeeping(created)
             self._applied.remember(key, created, created)
             return created
-        live = await self._owned_or_adopted(key, sj, desired, now)
-        if live is None:
-            raise _changed_meanwhile()
-        return live
+        return await self._owned_or_adopted(key, sj, desired, await self._existing(key), now)
 
-    async def _owned_or_adopted(
-        self, key: Key, sj: ScheduledJob, desired: dict[str, Any], now: datetime
-    ) -> dict[str, Any] | None:
-        """The CronJob of this name if Sundial made it for this object, None if there is
-        none; one made by anybody else is never written over, unless adoption was asked
-        for. Read (a GET) when the watch cache, which holds only Sundial-labelled CronJobs,
-        does not have it."""
+    async def _existing(self, key: Key) -> dict[str, Any]:
+        """The CronJob the apiserver says is there: the cache's, else a GET (the cache holds
+        only Sundial-labelled ones). Gone meanwhile: Retry, the next pass looks again."""
         live = self._live(key)
         if live is None:
             try:
@@ -175,7 +169,15 @@ class KubernetesBackend:
             except ApiException as error:
                 raise api_retry(error, "reading the CronJob") from None
             if live is None:
-                return None
+                raise _changed_meanwhile()
+        return live
+
+    async def _owned_or_adopted(
+        self, key: Key, sj: ScheduledJob, desired: dict[str, Any], live: dict[str, Any],
+        now: datetime,
+    ) -> dict[str, Any]:  # fmt: skip
+        """`live` if Sundial made it for this object (its owner reference names this uid);
+        one made by anybody else is never written over, unless adoption was asked for."""
         name = live["metadata"]["name"]
         decision = ownership.decide(sj, name, exists=True, made_for_this=cj.is_owned_by(live, sj))
         if decision is Ownership.OWNED:
