@@ -287,6 +287,23 @@ def test_a_replace_refused_or_overtaken_changes_nothing_and_the_next_pass_writes
     )
 
 
+def refused_untouched(
+    stack: LocalStack, kubectl: Kubectl, namespace: str, user: str, lagging: Lagging,
+    expected: list[tuple[str, int]],
+) -> None:  # fmt: skip
+    """A pass over someone else's CronJob: refused (CronJobExists), the CronJob as it was
+    (its resourceVersion), and the backend's requests on CronJobs exactly `expected`."""
+    theirs = on_the_server(kubectl, namespace)
+    assert theirs is not None
+    with pytest.raises(SpecProblem) as refused:
+        lagging.reconcile(scheduledjob(kubectl, namespace))
+    assert refused.value.reason == "CronJobExists", refused.value
+    after = on_the_server(kubectl, namespace)
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    made_requests(stack, namespace, user, expected)
+
+
 def test_a_create_that_meets_a_cronjob_sundial_did_not_make_reads_it_and_writes_nothing(
     stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str, user: str,
     lagging: Lagging,
@@ -296,15 +313,7 @@ def test_a_create_that_meets_a_cronjob_sundial_did_not_make_reads_it_and_writes_
     was, with the reason (CronJobExists)."""
     kubectl.run("create", "cronjob", NAME, "-n", namespace, "--image=registry.example/app:1",
                 "--schedule=0 0 1 1 *")  # fmt: skip
-    theirs = on_the_server(kubectl, namespace)
-    assert theirs is not None
-    with pytest.raises(SpecProblem) as refused:
-        lagging.reconcile(scheduledjob(kubectl, namespace))
-    assert refused.value.reason == "CronJobExists", refused.value
-    after = on_the_server(kubectl, namespace)
-    assert after is not None
-    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
-    made_requests(stack, namespace, user, [("create", 409), ("get", 200)])
+    refused_untouched(stack, kubectl, namespace, user, lagging, [("create", 409), ("get", 200)])
 
 
 def test_a_cached_cronjob_with_sundials_labels_not_made_for_this_object_is_not_written(
@@ -325,12 +334,4 @@ def test_a_cached_cronjob_with_sundials_labels_not_made_for_this_object_is_not_w
     })  # fmt: skip
     lagging.catch_up()
     assert lagging.cache.cronjob((namespace, NAME)) is not None  # the premise
-    theirs = on_the_server(kubectl, namespace)
-    assert theirs is not None
-    with pytest.raises(SpecProblem) as refused:
-        lagging.reconcile(scheduledjob(kubectl, namespace))
-    assert refused.value.reason == "CronJobExists", refused.value
-    after = on_the_server(kubectl, namespace)
-    assert after is not None
-    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
-    made_requests(stack, namespace, user, [])
+    refused_untouched(stack, kubectl, namespace, user, lagging, [])
