@@ -1,0 +1,76 @@
+"""Sharding: which replica serves which ScheduledJob, decided through Kubernetes itself.
+
+The ScheduledJobs are cut into `shards` shards (SUNDIAL_SHARDS) by a stable hash of their
+namespace and name, so every replica computes the same cut with no write to anyone's
+object. Each shard has a Lease, held with the leader election protocol (leader.py,
+planning/lease.py): the holder alone serves the shard's objects, and it stops before its
+Lease can expire, so no two replicas ever write one object. Each replica also keeps a
+member Lease of its own, so a replica that holds no shard yet is counted: the replicas
+alive decide the fair share, and a replica holding more than its share lets the extra
+shards go (after it has stopped serving them) for the newcomer to take. Nothing restarts.
+
+The hash is blake2b, not Python's `hash()`, which is salted per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SHARD_LEASE_PREFIX = "sundial-shard-"
+MEMBER_LEASE_PREFIX = "sundial-replica-"
+# On every shard Lease: the shard count its holder was configured with. Two replicas
+# configured with different counts would cut the objects differently and could both
+# serve one object: a replica that sees another count stops serving, and says so.
+SHARDS_ANNOTATION = "sundial.dev/shards"
+
+
+def shard_of(namespace: str, name: str, shards: int) -> int:
+    """The shard a ScheduledJob belongs to: the same in every replica, for ever."""
+    digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def shard_lease_name(shard: int) -> str:
+    return f"{SHARD_LEASE_PREFIX}{shard}"
+
+
+def fair_share(shards: int, replicas: int) -> int:
+    """The most shards one replica holds while `replicas` are alive (at least one: this
+    one): together they can always hold them all."""
+    return -(-shards // max(replicas, 1))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What one replica sees: the shards it holds, the shards no live replica holds
+    (never held, released, or expired), and how many replicas are alive."""
+
+    held: frozenset[int]
+    free: frozenset[int]
+    replicas: int
+
+
+@dataclass(frozen=True)
+class Moves:
+    acquire: tuple[int, ...]
+    release: tuple[int, ...]
+
+
+def rebalance(standing: Standing, shards: int) -> Moves:
+    """Take free shards up to the fair share; above it, let the highest go. A replica
+    only ever takes what nobody holds, so a rebalance is a release by the one holding
+    too many, then a take by the one holding too few: never two holders."""
+    share = fair_share(shards, standing.replicas)
+    held = sorted(standing.held)
+    if len(held) > share:
+        return Moves(acquire=(), release=tuple(held[share:]))
+    wanted = share - len(held)
+    return Moves(acquire=tuple(sorted(standing.free - standing.held)[:wanted]), release=())
+
+
+def counted_replicas(member_holders: Iterable[str], me: str) -> int:
+    """Replicas alive: the distinct holders of unexpired member Leases, this one included
+    (its own member Lease may not be written yet)."""
+    return len({*member_holders, me})
