@@ -52,6 +52,15 @@ class _Gone(Exception):
     """The cached ScheduledJob is not (or no longer) the one on the server."""
 
 
+class _RecordFirst(Exception):
+    """The backend is about to make something at a place status does not name: this pass
+    writes `status` (the place in pendingBackendRef) and ends; the next one makes it."""
+
+    def __init__(self, status: ScheduledJobStatus) -> None:
+        super().__init__("recording where the backend makes its object")
+        self.status = status
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
@@ -125,6 +134,15 @@ class Reconciler:
             outcome = await self._bring_in_step(Pass(key, as_run, now))
         except _Gone:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
+            return 0.0
+        except _RecordFirst as record:
+            written = await self._write_status(sj, body, record.status)
+            if written is None:  # gone meanwhile: no pass until the watch says otherwise
+                self.cache.remove_scheduledjob(key, sj.metadata.resource_version)
+                return None
+            # The next pass acts on the object as written (its resourceVersion the lock of
+            # the finalizer's patch), not on the older copy the watch may still be behind on.
+            self.cache.put_scheduledjob(written, confirmed=True)
             return 0.0
         except (ScheduleError, SpecProblem) as problem:
             self.metrics.spec_problem(key, sj.spec.backend, problem.reason)
@@ -249,6 +267,10 @@ class Reconciler:
         new = self.backend(sj.spec.backend)
         others = [backend for backend in self.backends if backend is not new]
         p, prepared = await new.prepare(p, lambda: self._confirm_exists(key, p.sj))
+        if (place := new.unrecorded(prepared)) is not None:
+            # Decide, record, then act: a create whose answer or status write is lost must
+            # still be found by the next pass, wherever the spec points by then.
+            raise _RecordFirst(st.pending_place(p.sj, place))
         old = [backend for backend in others if backend.holds(p)]
         facts = sw.Facts(
             old_holds=bool(old),
@@ -366,13 +388,15 @@ class Reconciler:
 
     async def _write_status(
         self, sj: ScheduledJob, body: dict[str, Any], new: ScheduledJobStatus
-    ) -> None:
+    ) -> dict[str, Any] | None:
+        """Writes the status if it changed; returns the object as the server then holds
+        it (`body` when nothing changed), None if it is gone."""
         old_document = dict(body.get("status") or {})
         new_document = st.status_document(new)
         patch = st.merge_patch(old_document, new_document)
         if not patch:
             self._settle_accounting((sj.metadata.namespace, sj.metadata.name), new)
-            return
+            return body
         log.debug("writing status of %s/%s: %s", sj.metadata.namespace, sj.metadata.name,
                   sorted(patch))  # fmt: skip
         key = (sj.metadata.namespace, sj.metadata.name)
@@ -383,12 +407,13 @@ class Reconciler:
             )
         except ApiException as error:
             if is_not_found(error):
-                return  # deleted meanwhile
+                return None  # deleted meanwhile
             raise api_retry(error, "writing status") from None
         finally:
             del self._writing[key]
         self._written_status.remember(key, written, new_document)
         self._settle_accounting(key, new)
+        return written
 
     def _settle_accounting(self, key: Key, written: ScheduledJobStatus) -> None:
         """The server holds this watermark now: the slots before it need no memory."""

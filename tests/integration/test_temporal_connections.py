@@ -233,6 +233,60 @@ def test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running(
     assert describe_in(temporal, second_temporal_namespace, identity) is None
 
 
+def test_a_schedule_whose_status_write_was_refused_is_not_left_behind_by_a_move(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    temporal: TemporalSide,
+    namespace: str,
+    second_temporal_namespace: str,
+    stack: LocalStack,
+) -> None:
+    """Found by the soak: a schedule is made, the status write that would record where is
+    refused (403), and the connection changes meanwhile. The schedule at the old place
+    must still be found and deleted by the move, and by the deletion after it: judged by
+    Temporal's own listings, never by Sundial's status."""
+    kubectl.apply(
+        temporal_connection(
+            "second", namespace, address=temporal.address, namespace=second_temporal_namespace
+        )
+    )
+    name, identity = "unrecorded", f"sundial/{namespace}/unrecorded"
+    second = {"kind": "TemporalConnection", "name": "second"}
+    # Every status write that would record a schedule's place (backendRef) is refused.
+    with stack.faults.deny(
+        "unrecorded-status", resources=["scheduledjobs/status"], api_groups=["sundial.dev"],
+        operations=["UPDATE"], resource_names=[name], namespace=namespace,
+        allow_if="!has(object.status) || !has(object.status.backendRef)",
+    ):  # fmt: skip
+        kubectl.apply(scheduledjob(name, namespace))
+        eventually(
+            lambda: describe_in(temporal, "default", identity) is not None,
+            what="the schedule made on the default connection, its status write refused",
+        )
+        status = (kubectl.get("scheduledjob", name, namespace) or {}).get("status") or {}
+        assert "backendRef" not in status, "the refusal did not hold"
+        kubectl.apply(scheduledjob(name, namespace, temporalConnectionRef=second))
+        eventually(
+            lambda: describe_in(temporal, second_temporal_namespace, identity) is not None,
+            what="the schedule made over the second connection",
+        )
+    moved = eventually(
+        lambda: (sj := ready(kubectl, name, namespace))
+        and sj["status"]["backendRef"].get("namespace") == second_temporal_namespace
+        and sj,
+        what="Ready over the second connection once status writes are let through",
+    )  # fmt: skip
+    assert "pendingBackendRef" not in moved["status"], "a recorded place was never settled"
+    eventually(
+        lambda: listed_ids(temporal, "default", identity) == []
+        and listed_ids(temporal, second_temporal_namespace, identity) == [identity],
+        what="exactly one schedule in Temporal's listings, at the new place",
+    )  # fmt: skip
+    kubectl.run("delete", "scheduledjob", name, "-n", namespace, "--timeout=60s")
+    assert describe_in(temporal, second_temporal_namespace, identity) is None
+    assert describe_in(temporal, "default", identity) is None
+
+
 def listed_ids(temporal: TemporalSide, temporal_namespace: str, schedule_id: str) -> list[str]:
     """The ids Temporal's listing of a namespace shows for `schedule_id` (eventually
     consistent: asserted with `eventually`)."""

@@ -210,6 +210,14 @@ class ScheduledJobStatus(ApiModel):
     )
     backend: Backend | None = Field(default=None, description="The backend in effect.")
     backend_ref: BackendRef | None = None
+    pending_backend_ref: BackendRef | None = Field(
+        default=None,
+        description="Where Sundial is about to make the backend's object (a Temporal "
+        "schedule at a connection backendRef does not name): recorded before the create, "
+        "so a move or the deletion also finds a schedule whose creation was never "
+        "recorded in backendRef (its status write refused, the operator killed). Cleared "
+        "once backendRef names it.",
+    )
     last_schedule_time: datetime | None = Field(
         default=None, description="When the latest run was scheduled."
     )

@@ -8,8 +8,10 @@ A pass (reconcile.py) calls, for the backend `spec.backend` names:
     prepare -> [accept -> the others' retire] -> reconcile -> handle_requests
 
 with the bracket taken while another backend still holds something for the object
-(planning/switching.py says which phase the object is in), `finalize` on deletion, and
-`judge_running` for the backend still running when the spec cannot be acted on.
+(planning/switching.py says which phase the object is in), a pass ending after prepare
+when that found a place to record before anything is made there (`unrecorded`),
+`finalize` on deletion, and `judge_running` for the backend still running when the spec
+cannot be acted on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Protocol, TypeVar
 
-from sundial.api.models import MissedRun, RequestStatus, ScheduledJob, ScheduledJobStatus
+from sundial.api.models import (
+    BackendRef,
+    MissedRun,
+    RequestStatus,
+    ScheduledJob,
+    ScheduledJobStatus,
+)
 from sundial.planning.missed import JobRecord
 from sundial.planning.runs import RunHistory
 from sundial.planning.schedule import Timetable, timetable
@@ -128,6 +136,12 @@ class Backend(Protocol[Prepared]):
     async def prepare(self, p: Pass, confirm_exists: ConfirmExists) -> tuple[Pass, Prepared]:
         """Everything that can fail before another backend is touched; returns the pass
         as it now is (a finalizer put back) and what the other steps need."""
+        ...
+
+    def unrecorded(self, prepared: Prepared) -> BackendRef | None:
+        """Where this pass would make something that status names in neither backendRef
+        nor pendingBackendRef; None if nothing. The pass then only records it (decide,
+        record, then act), so a create whose record is lost is never lost track of."""
         ...
 
     async def accept(self, p: Pass, prepared: Prepared) -> Prepared:

@@ -119,6 +119,14 @@ def waiting_for_run(sj: ScheduledJob, message: str, *, now: datetime) -> Schedul
     )
 
 
+def pending_place(sj: ScheduledJob, place: BackendRef) -> ScheduledJobStatus:
+    """Decide, record, then act: the place a backend is about to make something at,
+    recorded (status.pendingBackendRef) by a pass of its own before the create. A create
+    whose own record is then lost (the status write refused, the operator killed) is still
+    known to the next pass, wherever the spec then points; the status otherwise as it was."""
+    return sj.status.model_copy(update={"pending_backend_ref": place})
+
+
 def not_ready(
     sj: ScheduledJob,
     reason: str,

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from sundial.api import reasons
 from sundial.api.models import (
+    BackendRef,
     MissedRun,
     RequestStatus,
     ScheduledJob,
@@ -94,6 +95,11 @@ class KubernetesBackend:
         if self.cache.cronjob(p.key) is None and not self.cache.scheduledjob_confirmed(p.key):
             await confirm_exists()
         return p, None
+
+    def unrecorded(self, prepared: None) -> BackendRef | None:
+        # The CronJob's place is fixed by the object (its namespace, its name), and its
+        # owner reference lets the garbage collector find it: nothing to record first.
+        return None
 
     async def accept(self, p: Pass, prepared: None) -> None:
         """Switching from temporal: before the schedule goes, the CronJob must be ours to

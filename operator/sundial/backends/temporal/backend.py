@@ -90,16 +90,35 @@ TEMPORAL_FINALIZER = "sundial.dev/temporal-schedule"
 # A move the new connection refuses (a Temporal namespace that is not there) is fixed on
 # the connection, which wakes nothing: looked at again this often, as connection problems.
 MOVE_RETRY_SECONDS = 30.0
+# Why a pending place the spec moved away from is emptied (its create was never recorded).
+UNRECORDED_NOTE = (
+    "a schedule made there was never recorded in backendRef (its status write was lost), "
+    "and the spec now points elsewhere"
+)
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """Temporal answered for this object: where, and what it holds now (None: nothing)."""
+    """Temporal answered for this object: where, and what it holds now (None: nothing).
+    `unrecorded`: the place is named in neither status.backendRef nor
+    status.pendingBackendRef, and Temporal was not asked: the pass records it first."""
 
     connection: Connection
     ref: ConnectionRef
     schedule_id: str
     description: ScheduleDescription | None
+    unrecorded: BackendRef | None = None
+
+    @property
+    def place(self) -> BackendRef:
+        """The schedule's place, as status records it."""
+        return BackendRef(
+            kind="TemporalSchedule",
+            namespace=self.connection.namespace,
+            schedule_id=self.schedule_id,
+            address=self.connection.address,
+            connection=self.ref,
+        )
 
 
 @dataclass
@@ -160,9 +179,12 @@ class TemporalBackend:
         # A finalizer someone removed is put back before anything else can fail.
         sj = await self.keep_finalizer(p.sj, p.now)
         prepared = await self._prepare(sj, p.now)
-        if prepared.description is None and not confirmed:
+        if prepared.description is None and not confirmed:  # a create or a record next
             await confirm_exists()
         return replace(p, sj=sj), prepared
+
+    def unrecorded(self, prepared: Prepared) -> BackendRef | None:
+        return prepared.unrecorded
 
     async def _prepare(self, sj: ScheduledJob, now: datetime) -> Prepared:
         """Everything that can fail before the kubernetes side is touched: the connection
@@ -180,10 +202,12 @@ class TemporalBackend:
             resolved.ref, identity, resolved.connection.address, resolved.connection.namespace
         )
         previous = previous_schedule(sj.status.backend_ref, resolved.ref)
+        recorded = await self._recorded(sj, desired, previous, now)
         if previous is not None and same_place(previous, desired):
             previous = None  # nothing moves
         if previous is None and self._surely_new(sj, resolved.connection):
-            return Prepared(resolved.connection, resolved.ref, identity, None)
+            prepared = Prepared(resolved.connection, resolved.ref, identity, None)
+            return prepared if recorded else replace(prepared, unrecorded=prepared.place)
         keeps = "" if previous is None else f"; {keeps_running(previous)}"
         try:
             description = await self.temporal.describe(resolved.connection, identity)
@@ -195,9 +219,29 @@ class TemporalBackend:
                 raise
             raise TemporalUnavailable(f"{error}{keeps}") from None
         prepared = Prepared(resolved.connection, resolved.ref, identity, description)
+        if not recorded:
+            # The place answered; it is recorded before anything is made there (a move's
+            # paused create included). A place that never answered is never recorded, so
+            # a mistyped address is left behind by the next spec without a look back.
+            return replace(prepared, unrecorded=prepared.place)
         if previous is not None:
             prepared = await self._move(sj, prepared, previous, now)
         return prepared
+
+    async def _recorded(
+        self, sj: ScheduledJob, desired: MadeSchedule, made: MadeSchedule | None, now: datetime
+    ) -> bool:
+        """Status names `desired` (backendRef or pendingBackendRef), so a schedule made
+        there is never lost track of. A pending place the spec has moved away from (its
+        create's record lost: a refused status write, a killed operator) is emptied first,
+        as a move's old place is: the next record overwrites it."""
+        pending = previous_schedule(sj.status.pending_backend_ref, desired.ref)
+        if pending is not None and not any(
+            known is not None and same_place(pending, known) for known in (desired, made)
+        ):
+            await self._removal.remove(sj, pending, now, moving=True, why=UNRECORDED_NOTE)
+            pending = None
+        return any(known is not None and same_place(known, desired) for known in (made, pending))
 
     async def _move(
         self, sj: ScheduledJob, prepared: Prepared, previous: MadeSchedule, now: datetime
@@ -281,13 +325,7 @@ class TemporalBackend:
             schedule_view(description),
             judgement,
             history,
-            ref=BackendRef(
-                kind="TemporalSchedule",
-                namespace=prepared.connection.namespace,
-                schedule_id=prepared.schedule_id,
-                address=prepared.connection.address,
-                connection=prepared.ref,
-            ),
+            ref=prepared.place,
             spec_hash=spec_hash,
             fingerprint=schedule_fingerprint(description),
             now=now,
@@ -413,14 +451,17 @@ class TemporalBackend:
             raise Retry(message, error.reason) from None
 
     async def _remove_all(self, sj: ScheduledJob, now: datetime) -> None:
-        """Delete every schedule Sundial made for the object (where status says it made
-        one, and where it would make one now), then let go of the object."""
+        """Delete every schedule Sundial may have made for the object (where status says
+        it made one, where it recorded it was about to, and where it would make one now),
+        then let go of the object."""
         ref = self.connections.ref_of(sj)
         current = MadeSchedule(ref, schedule_id(self.config.schedule_id_prefix, *_key(sj)))
-        previous = previous_schedule(sj.status.backend_ref, ref)
-        for made in [current] if previous is None else [previous, current]:
-            if made is current and previous is not None and same_place(previous, current):
-                continue
+        recorded = (sj.status.backend_ref, sj.status.pending_backend_ref)
+        places: list[MadeSchedule] = []
+        for made in [*(previous_schedule(r, ref) for r in recorded), current]:
+            if made is not None and not any(same_place(made, seen) for seen in places):
+                places.append(made)
+        for made in places:
             await self._removal.remove(sj, made, now, moving=False)
         self.forget(_key(sj))
         await self._set_finalizer(sj, present=False)

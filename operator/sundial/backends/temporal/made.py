@@ -57,13 +57,14 @@ class Removal:
     events: EventRecorder
 
     async def remove(
-        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
-    ) -> None:
+        self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool,
+        why: str = "",
+    ) -> None:  # fmt: skip
         """Delete one schedule Sundial made for `sj`, over the connection it was made with
         (as last read, if the connection or its Secrets are gone meanwhile)."""
         connection = await self.reach(sj, made, now, moving=moving)
         if connection is not None:
-            await self.delete(sj, made, connection, now, moving=moving)
+            await self.delete(sj, made, connection, now, moving=moving, why=why)
 
     async def reach(
         self, sj: ScheduledJob, made: MadeSchedule, now: datetime, *, moving: bool
@@ -100,7 +101,9 @@ class Removal:
         *,
         moving: bool,
         moved_to: str = "",
+        why: str = "",
     ) -> None:
+        """`why` the moved schedule goes, if not because `moved_to` accepted it first."""
         try:
             await self.temporal.delete(connection, made.schedule_id)
         except (TemporalRejected, TemporalUnavailable) as error:
@@ -110,8 +113,9 @@ class Removal:
         if moving:
             await self.events.record(
                 sj, "Normal", "ScheduleMoved",
-                f"deleted Temporal schedule {made.describe()}: the connection or schedule id "
-                f"changed, and {moved_to or 'the new place'} accepted the schedule first",
+                f"deleted Temporal schedule {made.describe()}: "
+                + (why or "the connection or schedule id changed, and "
+                   f"{moved_to or 'the new place'} accepted the schedule first"),
                 now=now,
             )  # fmt: skip
 
