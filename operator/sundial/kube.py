@@ -487,5 +487,24 @@ class LeaseClient:
             self._api.replace_namespaced_lease, meta["name"], meta["namespace"], body
         )
 
+    async def list(self, namespace: str) -> list[dict[str, Any]]:
+        """Every Lease in the namespace (sharding reads its shard and member Leases in one
+        request; they have no labels to select by, being written spec only)."""
+        listed = await self._call(self._api.list_namespaced_lease, namespace)
+        return list(listed.get("items") or [])
+
+    async def delete(self, lease: dict[str, Any]) -> None:
+        """Deletes the Lease as read (its resourceVersion the precondition); a Lease gone
+        or changed meanwhile is left alone."""
+        meta = lease["metadata"]
+        body = {"preconditions": {"resourceVersion": meta["resourceVersion"]}}
+        try:
+            await self._call(
+                self._api.delete_namespaced_lease, meta["name"], meta["namespace"], body
+            )
+        except ApiException as error:
+            if not is_not_found(error) and error.status != 409:
+                raise
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

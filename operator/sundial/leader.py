@@ -99,6 +99,11 @@ class LeaderElector:
         self._observation = observe(None, LeaseRecord.from_spec(written["spec"]), self.last_contact)
         return True
 
+    def seen(self, observation: Observation) -> None:
+        """What a listing showed of this Lease (sharding reads all its Leases at once): a
+        record unchanged since is judged expired on the listing's clock."""
+        self._observation = observation
+
     def _claim(self, record: LeaseRecord | None) -> dict[str, Any]:
         return claimed_spec(record, self.identity, round(self.lease_duration), self.wall())
 

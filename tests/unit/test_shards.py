@@ -13,7 +13,10 @@ from sundial.planning.shards import (
     Standing,
     counted_replicas,
     fair_share,
+    foreign_counts,
+    parse_shard_lease,
     rebalance,
+    shard_lease_name,
     shard_of,
 )
 
@@ -101,3 +104,15 @@ def test_replicas_taking_turns_converge_to_one_holder_per_shard() -> None:
         share = fair_share(shards, len(replicas))
         assert max(Counter(holder.values()).values()) <= share, (replicas, holder)
         assert set(holder.values()) == set(replicas), (replicas, holder)
+
+
+def test_a_shard_leases_name_carries_the_count_and_reads_back() -> None:
+    assert parse_shard_lease(shard_lease_name(3, 8)) == (3, 8)
+    assert parse_shard_lease("sundial-leader") is None
+    assert parse_shard_lease("sundial-shard-3-of-0") is None
+
+
+def test_a_replica_sees_leases_held_under_another_count() -> None:
+    held = [shard_lease_name(0, 4), shard_lease_name(1, 8), "sundial-replica-a"]
+    assert foreign_counts(held, 4) == {8}
+    assert foreign_counts(held[:1], 4) == set()

@@ -15,15 +15,13 @@ The hash is blake2b, not Python's `hash()`, which is salted per process.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 SHARD_LEASE_PREFIX = "sundial-shard-"
 MEMBER_LEASE_PREFIX = "sundial-replica-"
-# On every shard Lease: the shard count its holder was configured with. Two replicas
-# configured with different counts would cut the objects differently and could both
-# serve one object: a replica that sees another count stops serving, and says so.
-SHARDS_ANNOTATION = "sundial.dev/shards"
+_SHARD_LEASE = re.compile(rf"^{SHARD_LEASE_PREFIX}(?P<shard>[0-9]+)-of-(?P<count>[1-9][0-9]*)$")
 
 
 def shard_of(namespace: str, name: str, shards: int) -> int:
@@ -32,8 +30,26 @@ def shard_of(namespace: str, name: str, shards: int) -> int:
     return int.from_bytes(digest, "big") % shards
 
 
-def shard_lease_name(shard: int) -> str:
-    return f"{SHARD_LEASE_PREFIX}{shard}"
+def shard_lease_name(shard: int, shards: int) -> str:
+    """The shard count is in the name: replicas configured with different counts cut the
+    objects differently, and each sees the other's Leases (`foreign_counts`)."""
+    return f"{SHARD_LEASE_PREFIX}{shard}-of-{shards}"
+
+
+def parse_shard_lease(name: str) -> tuple[int, int] | None:
+    """(shard, shard count) of a shard Lease's name; None for any other Lease."""
+    found = _SHARD_LEASE.match(name)
+    if found is None:
+        return None
+    return int(found["shard"]), int(found["count"])
+
+
+def foreign_counts(held_lease_names: Iterable[str], shards: int) -> set[int]:
+    """The other shard counts that live replicas hold Leases under. Two replicas with two
+    counts could both serve one object, so a replica that sees any stops serving and says
+    so; a count changed by a rolling update goes on once the old replicas are gone."""
+    counts = {parsed[1] for name in held_lease_names if (parsed := parse_shard_lease(name))}
+    return counts - {shards}
 
 
 def fair_share(shards: int, replicas: int) -> int:
