@@ -25,6 +25,7 @@ from sundial.health import Health
 from sundial.kube import LeaseClient, load_api_client
 from sundial.leader import LeaderElector, default_identity
 from sundial.metrics import Metrics
+from sundial.sharding import ShardCoordinator
 
 log = logging.getLogger("sundial")
 
@@ -61,15 +62,33 @@ def main() -> None:
     sys.exit(asyncio.run(serve(config)))
 
 
+def _leases(config: OperatorConfig, identity: str) -> LeaseClient:
+    return LeaseClient(
+        load_api_client(config.leader_election_kubeconfig or config.kubeconfig, identity),
+        timeout=config.lease_duration_seconds / 3,
+    )
+
+
 def _elector(config: OperatorConfig, identity: str) -> LeaderElector:
     return LeaderElector(
-        leases=LeaseClient(
-            load_api_client(config.leader_election_kubeconfig or config.kubeconfig, identity),
-            timeout=config.lease_duration_seconds / 3,
-        ),
+        leases=_leases(config, identity),
         namespace=config.leader_election_namespace or config.cluster_resource_namespace,
         name=config.leader_election_lease,
         identity=identity,
+        lease_duration=config.lease_duration_seconds,
+    )
+
+
+def _coordinator(config: OperatorConfig, identity: str) -> ShardCoordinator | None:
+    """Sharded mode: this replica's shards, held through Leases (sharding.py); kopf runs
+    at once, serving whatever shards the coordinator holds."""
+    if config.shards <= 1:
+        return None
+    return ShardCoordinator(
+        leases=_leases(config, identity),
+        namespace=config.leader_election_namespace or config.cluster_resource_namespace,
+        identity=identity,
+        shards=config.shards,
         lease_duration=config.lease_duration_seconds,
     )
 
@@ -104,14 +123,18 @@ async def run_kopf(
 ) -> int:
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
+    shard = _coordinator(config, identity)
     memo = kopf.Memo(
-        config=config, health=health, metrics=metrics, identity=identity, abandon=False
-    )
+        config=config, health=health, metrics=metrics, identity=identity, abandon=False,
+        shard=shard,
+    )  # fmt: skip
     # Tasks made before kopf starts are not kopf's: it would wait 5 s for them at exit,
     # then cancel them.
     waits: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if health.elector is not None:
         waits.append(asyncio.create_task(health.elector.hold()))
+    elif shard is not None:  # a shard lost: stop writing at once, as a lost leader does
+        waits.append(asyncio.create_task(shard.lost.wait()))
     operator = asyncio.create_task(
         kopf.operator(
             standalone=True,
@@ -122,7 +145,7 @@ async def run_kopf(
         )
     )
     done, _ = await asyncio.wait([operator, *waits], return_when=asyncio.FIRST_COMPLETED)
-    lost = health.elector is not None and waits[-1] in done
+    lost = (health.elector is not None or shard is not None) and waits[-1] in done
     # A replica that lost the Lease must stop writing before the standby starts: no
     # grace for the passes in flight (the standby runs them again).
     memo.abandon = lost
@@ -131,6 +154,8 @@ async def run_kopf(
         await operator
     for wait in waits:
         wait.cancel()
+    if shard is not None:
+        shard.leases.close()
     return 1 if lost else 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sundial.planning.selector import parse_selector
 
@@ -105,6 +105,14 @@ class OperatorConfig(BaseModel):
         description="How long a standby waits after the leader's last renewal before it "
         "takes over (client-go's default); the leader gives up after two thirds of it.",
     )
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Sharded mode when above 1: the ScheduledJobs are cut into this many "
+        "shards, and each replica serves the shards whose Leases it holds (its fair share "
+        "of them); every replica must be given the same count. Replaces leader election.",
+    )
     pod_name: str | None = Field(
         default=None,
         description="This replica's name in the Lease (the downward API's metadata.name); "
@@ -127,6 +135,15 @@ class OperatorConfig(BaseModel):
     def _selector_parses(cls, value: str) -> str:
         parse_selector(value)  # a bad selector stops the operator at start, saying why
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_share(self) -> OperatorConfig:
+        if self.shards > 1 and self.leader_election:
+            raise ValueError(
+                "SUNDIAL_SHARDS above 1 and SUNDIAL_LEADER_ELECTION=true: sharded mode "
+                "replaces leader election (every shard has a Lease of its own); set one"
+            )
+        return self
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:

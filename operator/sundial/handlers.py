@@ -66,9 +66,15 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
     key = object_key(obj)
     previous = cache.scheduledjob(key)
     metadata = obj.get("metadata", {})
-    if type == "DELETED" or not memo.selector.matches(metadata.get("labels")):
-        # Gone, or another operator's share (SUNDIAL_LABEL_SELECTOR): one that just left
-        # this share is forgotten as if deleted.
+    shard = memo.get("shard")
+    if (
+        type == "DELETED"
+        or not memo.selector.matches(metadata.get("labels"))
+        or (shard is not None and not shard.serves(*key))
+    ):
+        # Gone, or another operator's share (SUNDIAL_LABEL_SELECTOR), or a shard another
+        # replica holds (SUNDIAL_SHARDS): one that just left this share is forgotten as if
+        # deleted.
         if type == "DELETED" or previous is not None:
             cache.remove_scheduledjob(key, metadata.get("resourceVersion"))
             memo.queue.add(key, urgent=True)

@@ -70,6 +70,8 @@ class Reconciler:
     # Every way a job can run, one per value of spec.backend (wiring.py registers them).
     backends: Sequence[Backend[Any]]
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # Sharded mode: whether this replica holds the object's shard (sharding.py).
+    serves: Callable[[Key], bool] = field(default=lambda key: True)
     # The status last written for each object, read instead of the cached one until the
     # cache shows that write (ownwrites.py): a pass that read the older one would judge
     # the same slots again and count them twice in Events and metrics.
@@ -103,8 +105,9 @@ class Reconciler:
     async def __call__(self, key: Key) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
+        #    One of a shard this replica no longer holds is let go the same way, unwritten.
         body = self._with_own_status(key, self.cache.scheduledjob(key))
-        if body is None:
+        if body is None or not self.serves(key):
             self._written_status.forget(key)
             for backend in self.backends:
                 backend.forget(key)

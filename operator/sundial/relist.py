@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterable, Collection
+from collections.abc import AsyncIterable, Callable, Collection
 from typing import Any
 
 from sundial.backends.protocol import Key
@@ -33,8 +33,16 @@ LISTINGS = (
 )
 
 
+# Sharded mode: whether this replica serves a ScheduledJob (None: all that the labels admit).
+Serves = Callable[[Key], bool] | None
+
+
 async def relist(
-    kube: KubeClient, cache: WatchCache, namespaces: list[str], share: ShareSelector
+    kube: KubeClient,
+    cache: WatchCache,
+    namespaces: list[str],
+    share: ShareSelector,
+    serves: Serves = None,
 ) -> list[Key]:
     """Fill the cache from full listings, and drop what they lack; returns keys to look at.
 
@@ -52,7 +60,8 @@ async def relist(
         listed: set[Key] = set()
         for scope in scopes(namespaces, refused):
             try:
-                await take_pages(cache, kind, kube.list_pages(kind, scope, selector), listed)
+                pages = kube.list_pages(kind, scope, selector)
+                await take_pages(cache, kind, pages, listed, serves)
             except ApiException as error:
                 if not scope or error.status not in (403, 404):
                     raise
@@ -76,17 +85,22 @@ def scopes(namespaces: list[str], refused: Collection[str]) -> list[list[str]]:
 
 
 async def take_pages(
-    cache: WatchCache, kind: str, pages: AsyncIterable[list[dict[str, Any]]], listed: set[Key]
+    cache: WatchCache,
+    kind: str,
+    pages: AsyncIterable[list[dict[str, Any]]],
+    listed: set[Key],
+    serves: Serves = None,
 ) -> None:
     """A listing into the cache a page at a time: each page is in the cache (which keeps
     only what it needs of each object) before the next is asked for, so the whole listing
-    is never held at once; `listed` gathers the keys seen."""
+    is never held at once; `listed` gathers the keys seen. A ScheduledJob this replica
+    does not serve (`serves`) is left out, as if not listed: the cache lets it go."""
     async for page in pages:
-        await _take_page(cache, kind, page, listed)
+        await _take_page(cache, kind, page, listed, serves)
 
 
 async def _take_page(
-    cache: WatchCache, kind: str, page: list[dict[str, Any]], listed: set[Key]
+    cache: WatchCache, kind: str, page: list[dict[str, Any]], listed: set[Key], serves: Serves
 ) -> None:
     for index, item in enumerate(page):
         if index % RELIST_BATCH == RELIST_BATCH - 1:
@@ -94,7 +108,8 @@ async def _take_page(
             # second and more: watch events and wake-ups wait no longer than a batch.
             await asyncio.sleep(0)
         if kind == "scheduledjobs":
-            listed.add(cache.put_scheduledjob(item))
+            if serves is None or serves(object_key(item)):
+                listed.add(cache.put_scheduledjob(item))
         elif kind == "cronjobs":
             owner = cache.put_cronjob(item)
             if owner is not None:
@@ -110,6 +125,7 @@ async def fill_cache(
     namespaces: list[str],
     share: ShareSelector,
     health: Health | None,
+    serves: Serves = None,
 ) -> None:
     """The first listing, tried until the apiserver answers it. A 429, a 5xx, a 403 (RBAC
     not there yet) or a 404 (the CRDs applied with the Deployment) is a moment of the
@@ -119,7 +135,7 @@ async def fill_cache(
     delay = FIRST_LISTING_BACKOFF[0]
     while True:
         try:
-            await relist(kube, cache, namespaces, share)
+            await relist(kube, cache, namespaces, share, serves)
         except ApiException as error:
             problem = f"{error.status or 'no answer'}: {api_error_message(error)}"
         else:
@@ -139,11 +155,12 @@ async def keep_relisting(
     queue: WorkQueue[Key],
     namespaces: list[str],
     share: ShareSelector,
+    serves: Serves = None,
 ) -> None:
     while True:
         await asyncio.sleep(RELIST_SECONDS)
         try:
-            for key in await relist(kube, cache, namespaces, share):
+            for key in await relist(kube, cache, namespaces, share, serves):
                 queue.add(key)
         except Exception as error:
             log.warning("re-listing failed, will try again: %s", error)

@@ -10,8 +10,8 @@ own; one whose renewal fails for the renew deadline is lost, and `lost` is set: 
 replica must stop writing at once (as a leader that lost its Lease does), because
 another replica takes the shard once its Lease has stood still for the lease duration.
 
-Not yet wired into the operator (issue 32 part 2): serving, the cache's share and the
-Temporal budget's split come next.
+wiring._serve_shards gives the two moves their meaning (the cache, the queue, the
+Temporal budget's share); __main__ stops the process when `lost` is set.
 """
 
 from __future__ import annotations

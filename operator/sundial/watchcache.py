@@ -185,6 +185,18 @@ class WatchCache:
         self._departed.pop(key, None)
         self._unseen.pop(key, None)
 
+    def let_go_scheduledjob(self, key: Key) -> None:
+        """Sharded mode: another replica serves it now. Dropped with no tombstone: it was
+        not deleted, and a listing after this replica takes the shard back brings it in."""
+        entries = self._scheduledjobs
+        entries.objects.pop(key, None)
+        entries.heard.pop(key, None)
+        entries.confirmed.discard(key)
+        entries.versions.pop(key, None)
+        self._seen.pop(key, None)
+        self._departed.pop(key, None)
+        self._unseen.pop(key, None)
+
     def put_cronjob(self, obj: dict[str, Any]) -> Key | None:
         owner = owner_key(obj)
         version = resource_version(obj)

@@ -26,9 +26,11 @@ from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.metrics import Metrics
 from sundial.planning.selector import parse_selector
+from sundial.planning.shards import shard_of
 from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
-from sundial.relist import fill_cache, keep_relisting
+from sundial.relist import fill_cache, keep_relisting, relist
+from sundial.sharding import ShardCoordinator
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
 
@@ -66,10 +68,13 @@ async def start(memo: kopf.Memo) -> None:
         lanes_limit=max(1, config.workers // 2),
     )
     metrics.watch_queue(queue.depth)
+    # Sharded mode (SUNDIAL_SHARDS): only the shards this replica holds are cached and served.
+    shard: ShardCoordinator | None = memo.get("shard")
+    serves = None if shard is None else (lambda key: shard.serves(*key))
     # kopf starts watching only after start-up handlers: the cache is complete before
     # the first reconcile, so no pass mistakes "not listed yet" for "missing".
     began = time.monotonic()
-    await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"))
+    await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"), serves)
     log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
              len(cache.scheduledjob_keys()))  # fmt: skip
     if "health" in memo:
@@ -94,8 +99,9 @@ async def start(memo: kopf.Memo) -> None:
         ),
     ])  # fmt: skip
     memo.reconciler = reconciler = Reconciler(
-        kube=kube, cache=cache, events=events, metrics=metrics, backends=backends
-    )
+        kube=kube, cache=cache, events=events, metrics=metrics, backends=backends,
+        serves=serves or (lambda key: True),
+    )  # fmt: skip
     memo.grace = config.shutdown_grace_seconds
     memo.workers = [
         asyncio.create_task(queue.run_worker(metrics.measured(reconciler)), name=f"worker-{i}")
@@ -103,13 +109,65 @@ async def start(memo: kopf.Memo) -> None:
     ]
     memo.tasks = [
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
-        asyncio.create_task(keep_relisting(kube, cache, queue, config.namespaces, memo.selector)),
+        asyncio.create_task(
+            keep_relisting(kube, cache, queue, config.namespaces, memo.selector, serves)
+        ),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
         asyncio.create_task(PodWatch(kube, cache, config.namespaces).run(), name="sundial-pods"),
         asyncio.create_task(collect_every(), name="sundial-gc"),
     ]
     if watch is not None:
         memo.tasks.append(asyncio.create_task(watch.run(), name="sundial-schedule-watch"))
+    if shard is not None:
+        _serve_shards(memo, shard, kube, budget, config)
+
+
+def _serve_shards(
+    memo: kopf.Memo,
+    shard: ShardCoordinator,
+    kube: KubeClient,
+    budget: RequestBudget,
+    config: OperatorConfig,
+) -> None:
+    """The coordinator's two moves, and its rounds among the operator's tasks. A shard
+    taken is listed into the cache and queued; a shard let go is dropped from the cache,
+    its passes queued (they find nothing to serve and forget it), and the Lease goes only
+    once the passes running on it have ended. The Temporal budget follows the share, so
+    the replicas together stay within SUNDIAL_TEMPORAL_REQUESTS_PER_SECOND."""
+    cache: WatchCache = memo.cache
+    queue: WorkQueue[Key] = memo.queue
+
+    def in_shard(key: Key, index: int) -> bool:
+        return shard_of(*key, config.shards) == index
+
+    def share_budget() -> None:
+        held = max(len(shard.held), 1)
+        budget.per_second = config.temporal_requests_per_second * held / config.shards
+
+    async def acquired(index: int) -> None:
+        share_budget()
+        while index in shard.held:
+            try:
+                await relist(kube, cache, config.namespaces, memo.selector,
+                             lambda key: shard.serves(*key))  # fmt: skip
+                break
+            except Exception as error:  # the shard is held: its objects must come in
+                log.warning("listing shard %d failed, again in 5s: %s", index, error)
+                await asyncio.sleep(5.0)
+        for key in cache.scheduledjob_keys():
+            if in_shard(key, index):
+                queue.add(key)
+
+    async def releasing(index: int) -> None:
+        for key in [k for k in cache.scheduledjob_keys() if in_shard(k, index)]:
+            cache.let_go_scheduledjob(key)
+            queue.add(key, urgent=True)
+        await queue.passes_ended(lambda key: in_shard(key, index))
+        share_budget()
+
+    shard.on_acquired = acquired
+    shard.on_releasing = releasing
+    memo.tasks.append(asyncio.create_task(shard.run(asyncio.Event()), name="sundial-shards"))
 
 
 async def stop(memo: kopf.Memo) -> None:

@@ -74,6 +74,7 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._sequence = 0
         self._wakeup = asyncio.Event()
+        self._pass_ended = asyncio.Event()
         self._closed = False
         self._workers = 0
 
@@ -188,9 +189,17 @@ class WorkQueue(Generic[K]):
                 if lane is not None:
                     self._leave_lane(lane)
                 self._processing.discard(key)
+                self._pass_ended.set()
                 if key in self._dirty:
                     self._dirty.discard(key)
                     self.add(key)
+
+    async def passes_ended(self, which: Callable[[K], bool]) -> None:
+        """Returns once no pass of a key `which` admits is running (sharded mode: a shard
+        is let go only after its passes have ended)."""
+        while any(which(key) for key in self._processing):
+            self._pass_ended.clear()
+            await self._pass_ended.wait()
 
     def depth(self) -> dict[str, int]:
         """Keys by where they wait, for sundial_workqueue_depth (lengths only: cheap):

@@ -98,6 +98,10 @@ def kustomize(kubectl: Kubectl, *directories: str) -> dict[tuple[str, str, str],
         ((), ("manifests/overlays/cluster-wide", "manifests/connection")),
         (("operator.replicas=2",), ("manifests/overlays/ha", "manifests/connection")),
         (
+            ("operator.replicas=3", "operator.shards=6"),
+            ("manifests/overlays/sharded", "manifests/connection"),
+        ),
+        (
             ("watchNamespaces={team-a,team-b}",),
             ("manifests/overlays/namespaced", "manifests/connection"),
         ),
@@ -106,7 +110,7 @@ def kustomize(kubectl: Kubectl, *directories: str) -> dict[tuple[str, str, str],
             ("manifests/overlays/cluster-wide", "manifests/connection", "manifests/monitoring"),
         ),
     ],
-    ids=["cluster-wide", "ha", "namespaced", "monitoring"],
+    ids=["cluster-wide", "ha", "sharded", "namespaced", "monitoring"],
 )
 def test_the_chart_renders_what_kustomize_does_for_the_same_choice(
     helm: Path, kubectl: Kubectl, values: tuple[str, ...], directories: tuple[str, ...]

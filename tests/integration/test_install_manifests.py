@@ -30,7 +30,9 @@ from support import (
 pytestmark = pytest.mark.cluster
 
 MANIFESTS = REPO / "manifests"
-OVERLAYS = ("cluster-wide", "namespaced", "ha", "local")
+OVERLAYS = ("cluster-wide", "namespaced", "ha", "local", "sharded")
+# Replicas, and anti-affinity, where an overlay runs more than one.
+REPLICAS = {"ha": 2, "sharded": 3}
 KUSTOMIZATIONS = (
     "base",
     *(f"overlays/{overlay}" for overlay in OVERLAYS),
@@ -164,11 +166,14 @@ def test_no_rbac_rule_has_a_wildcard_or_a_cluster_wide_secret(kubectl: Kubectl, 
     # Secrets in sundial-system (ClusterTemporalConnections'), and the leader's Lease.
     base_role = next(d for d in of_kind(documents, "Role")
                      if d["metadata"]["namespace"] == OPERATOR_NAMESPACE)  # fmt: skip
+    # Sharded mode lists its shard Leases and deletes gone replicas' (sharding.py).
+    sharded = {("coordination.k8s.io", "leases", verb) for verb in ("list", "delete")}
     assert triples(base_role) == {
         ("", "secrets", "get"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
+        *(sharded if name == "sharded" else ()),
     }
     # Every binding is to the operator's ServiceAccount and to a role of this install.
     roles = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace"))
@@ -243,7 +248,7 @@ def test_the_deployment_is_as_the_overlay_says(kubectl: Kubectl, name: str) -> N
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
     deployment = the(documents, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == (2 if name == "ha" else 1)
+    assert spec["replicas"] == REPLICAS.get(name, 1)
     assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "sundial"
@@ -260,14 +265,15 @@ def test_the_deployment_is_as_the_overlay_says(kubectl: Kubectl, name: str) -> N
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     env = env_of(deployment)
-    assert env["SUNDIAL_LEADER_ELECTION"] == "true"
+    assert env["SUNDIAL_LEADER_ELECTION"] == ("false" if name == "sharded" else "true")
+    assert env.get("SUNDIAL_SHARDS") == ("6" if name == "sharded" else None)
     assert env["SUNDIAL_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["SUNDIAL_CLUSTER_RESOURCE_NAMESPACE"] == {
         "fieldRef": {"fieldPath": "metadata.namespace"}}  # fmt: skip
     assert env["SUNDIAL_DEFAULT_CONNECTION"] == "default"
     assert ("SUNDIAL_NAMESPACES" in env) == (name == "namespaced")
     anti = (pod.get("affinity") or {}).get("podAntiAffinity")
-    if name == "ha":
+    if name in REPLICAS:
         assert anti is not None
         (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
         assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"

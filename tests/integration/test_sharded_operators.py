@@ -1,0 +1,155 @@
+"""Sharded mode (SUNDIAL_SHARDS, issue 32 part 2): two operator processes split the
+ScheduledJobs through one Lease per shard; a replica joining takes half without a restart
+of the other, and a SIGKILLed replica's shards are taken over within 30 s. Judged by the
+apiserver: the shard Leases' holders, and the audit log's writes (who changed each
+CronJob and each status), never by Sundial's own status."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from localstack import LocalStack
+from sundial.planning.shards import parse_shard_lease, shard_of
+from support import (
+    SHARD_LABEL,
+    Kubectl,
+    OperatorProcess,
+    audit_events,
+    eventually,
+    in_shard,
+    kubernetes_scheduledjob,
+    no_retry_job,
+    ready,
+)
+
+pytestmark = pytest.mark.cluster
+
+SHARD = "sharded"
+SHARDS = 4
+OBJECTS = 12
+TAKEOVER_TARGET = 30.0
+
+
+def replica(stack: LocalStack, name: str, namespace: str) -> OperatorProcess:
+    return OperatorProcess.on(
+        stack, name, shards=str(SHARDS), pod_name=name,
+        label_selector=f"{SHARD_LABEL}={SHARD}", leader_election_namespace=namespace,
+    )  # fmt: skip
+
+
+def holders(kubectl: Kubectl, namespace: str) -> dict[int, str]:
+    """Each shard's holder, as the apiserver has its Lease ("" if none)."""
+    leases = json.loads(kubectl.run("get", "leases", "-n", namespace, "-o", "json").stdout)
+    found: dict[int, str] = {}
+    for lease in leases["items"]:
+        parsed = parse_shard_lease(lease["metadata"]["name"])
+        if parsed is not None and parsed[1] == SHARDS:
+            found[parsed[0]] = (lease.get("spec") or {}).get("holderIdentity") or ""
+    return {shard: found.get(shard, "") for shard in range(SHARDS)}
+
+
+def writes(audit_log: Path, namespace: str) -> list[tuple[str, str, str]]:
+    """(object name, what, writer) of each accepted write to the namespace's CronJobs and
+    ScheduledJob statuses, in the order the apiserver took them."""
+    taken = [
+        event for event in audit_events(audit_log)
+        if (ref := event.get("objectRef") or {}).get("namespace") == namespace
+        and (ref.get("resource"), ref.get("subresource"), event.get("verb")) in {
+            ("cronjobs", None, "create"), ("cronjobs", None, "update"),
+            ("scheduledjobs", "status", "patch")}
+        and (event.get("responseStatus") or {}).get("code", 200) < 300
+        and "dryRun" not in event.get("requestURI", "")
+    ]  # fmt: skip
+    taken.sort(key=lambda event: event["stageTimestamp"])
+    return [
+        (event["objectRef"].get("name", ""), event["objectRef"]["resource"],
+         event.get("userAgent", "").rpartition("(")[2].rstrip(")"))
+        for event in taken
+    ]  # fmt: skip
+
+
+def reschedule(kubectl: Kubectl, namespace: str, names: list[str], schedule: str) -> None:
+    for name in names:
+        kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"schedule": schedule}}))  # fmt: skip
+
+
+def cronjob_schedules(kubectl: Kubectl, namespace: str) -> dict[str, str]:
+    listed = json.loads(kubectl.run("get", "cronjobs", "-n", namespace, "-o", "json").stdout)
+    return {c["metadata"]["name"]: c["spec"]["schedule"] for c in listed["items"]}
+
+
+def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
+    kubectl: Kubectl, stack: LocalStack, crd_installed: None, namespace: str
+) -> None:
+    busybox = stack.node.images["busybox"] if stack.with_node else "busybox"
+    names = [f"job-{i}" for i in range(OBJECTS)]
+    shard_of_name = {name: shard_of(namespace, name, SHARDS) for name in names}
+    a, b = replica(stack, "shard-a", namespace), replica(stack, "shard-b", namespace)
+    audit = stack.log_dir / "audit.log"
+    try:
+        a.start()
+        for name in names:
+            job = kubernetes_scheduledjob(name, namespace, no_retry_job(busybox, "true"),
+                                          schedule="0 0 1 1 *")  # fmt: skip
+            kubectl.apply(in_shard(job, SHARD))
+        eventually(lambda: set(holders(kubectl, namespace).values()) == {"shard-a"},
+                   what="a lone replica holds every shard")  # fmt: skip
+        for name in names:
+            eventually(lambda name=name: ready(kubectl, name, namespace), timeout=90,
+                       what=f"{name} Ready")  # fmt: skip
+
+        # A second replica joins; the first is not restarted.
+        b.start()
+        split = eventually(
+            lambda: sorted((held := holders(kubectl, namespace)).values())
+            == ["shard-a"] * 2 + ["shard-b"] * 2 and held,
+            timeout=60, what="the shards split two and two",
+        )  # fmt: skip
+        reschedule(kubectl, namespace, names, "0 0 2 1 *")
+        eventually(lambda: cronjob_schedules(kubectl, namespace)
+                   == dict.fromkeys(names, "0 0 2 1 *"), timeout=90,
+                   what="every CronJob rescheduled while split")  # fmt: skip
+        a.assert_alive()
+        # Each change was made by the replica whose Lease holds the object's shard.
+        after_split = writes(audit, namespace)
+        for name in names:
+            updates = [w for n, what, w in after_split if n == name and what == "cronjobs"]
+            assert updates[-1] == split[shard_of_name[name]], (name, updates, split)
+
+        # The replica holding shards is killed: the other takes them within 30 s.
+        killed = time.monotonic()
+        b.signal(signal.SIGKILL)
+        eventually(lambda: set(holders(kubectl, namespace).values()) == {"shard-a"},
+                   timeout=60, interval=0.2,
+                   what="the killed replica's shards taken over")  # fmt: skip
+        took = time.monotonic() - killed
+        assert took < TAKEOVER_TARGET, f"taken over in {took:.1f}s"
+        reschedule(kubectl, namespace, names, "0 0 3 1 *")
+        eventually(lambda: cronjob_schedules(kubectl, namespace)
+                   == dict.fromkeys(names, "0 0 3 1 *"), timeout=90,
+                   what="every CronJob rescheduled after the takeover")  # fmt: skip
+        for name in names:
+            eventually(lambda name=name: ready(kubectl, name, namespace), timeout=90,
+                       what=f"{name} Ready after the takeover")  # fmt: skip
+    finally:
+        a.stop()
+        b.stop()
+
+    # Never two writers at once: each object's writer changes at most twice (a -> b at the
+    # split, for b's shards; b -> a at the kill), and only the shard's holder wrote.
+    every = writes(audit, namespace)
+    for name in names:
+        writers = [w for n, _, w in every if n == name]
+        assert set(writers) <= {"shard-a", "shard-b"}, (name, writers)
+        changes = sum(1 for x, y in itertools.pairwise(writers) if x != y)
+        allowed = 2 if split[shard_of_name[name]] == "shard-b" else 0
+        assert changes <= allowed, (name, writers)
+        assert writers[-1] == "shard-a", (name, writers)
+    print(f"split {split}; a SIGKILLed replica's shards taken over in {took:.1f}s")
