@@ -16,6 +16,7 @@ import ctypes.util
 import logging
 import signal
 import sys
+import uuid
 from typing import Any
 
 import kopf
@@ -87,7 +88,9 @@ def _coordinator(config: OperatorConfig, identity: str) -> ShardCoordinator | No
     return ShardCoordinator(
         leases=_leases(config, identity),
         namespace=config.leader_election_namespace or config.cluster_resource_namespace,
-        identity=identity,
+        # The process, not only the Pod: two replicas given one SUNDIAL_POD_NAME by mistake
+        # would each take the other's Leases for their own and both serve a shard.
+        identity=f"{identity}_{uuid.uuid4().hex[:6]}",
         shards=config.shards,
         lease_duration=config.lease_duration_seconds,
     )

@@ -35,6 +35,7 @@ from sundial.planning.shards import (
     Standing,
     counted_replicas,
     foreign_counts,
+    member_lease_name,
     rebalance,
     shard_lease_name,
     shard_of,
@@ -72,7 +73,7 @@ class ShardCoordinator:
     _observed: dict[str, Observation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._member = self._elector(f"{MEMBER_LEASE_PREFIX}{self.identity}")
+        self._member = self._elector(member_lease_name(self.identity))
 
     @property
     def retry_period(self) -> float:

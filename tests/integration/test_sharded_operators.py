@@ -10,6 +10,7 @@ import itertools
 import json
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -44,13 +45,15 @@ def replica(stack: LocalStack, name: str, namespace: str) -> OperatorProcess:
 
 
 def holders(kubectl: Kubectl, namespace: str) -> dict[int, str]:
-    """Each shard's holder, as the apiserver has its Lease ("" if none)."""
+    """Each shard's holder, as the apiserver has its Lease: the replica's Pod name, its
+    identity without the process's suffix ("" if none)."""
     leases = json.loads(kubectl.run("get", "leases", "-n", namespace, "-o", "json").stdout)
     found: dict[int, str] = {}
     for lease in leases["items"]:
         parsed = parse_shard_lease(lease["metadata"]["name"])
         if parsed is not None and parsed[1] == SHARDS:
-            found[parsed[0]] = (lease.get("spec") or {}).get("holderIdentity") or ""
+            holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+            found[parsed[0]] = holder.rpartition("_")[0] if "_" in holder else holder
     return {shard: found.get(shard, "") for shard in range(SHARDS)}
 
 
@@ -153,3 +156,34 @@ def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
         assert changes <= allowed, (name, writers)
         assert writers[-1] == "shard-a", (name, writers)
     print(f"split {split}; a SIGKILLed replica's shards taken over in {took:.1f}s")
+
+
+def test_two_replicas_given_one_name_by_mistake_still_split_the_shards(
+    kubectl: Kubectl, stack: LocalStack, crd_installed: None, namespace: str
+) -> None:
+    """SUNDIAL_POD_NAME set to one value for two replicas: each process still holds its
+    Leases under an identity of its own, so they split the shards instead of both taking
+    every one for theirs. Judged by the Leases' holders on the apiserver."""
+    twins = [replica(stack, "twin", namespace), replica(stack, "twin", namespace)]
+    twins[1].log_file = stack.log_dir / "operator-twin-2.log"
+
+    def held_by() -> dict[int, str]:
+        leases = json.loads(kubectl.run("get", "leases", "-n", namespace, "-o", "json").stdout)
+        return {
+            parsed[0]: (lease.get("spec") or {}).get("holderIdentity") or ""
+            for lease in leases["items"]
+            if (parsed := parse_shard_lease(lease["metadata"]["name"])) is not None
+        }
+
+    try:
+        for twin in twins:
+            twin.start()
+        split = eventually(
+            lambda: sorted(Counter((held := held_by()).values()).values()) == [2, 2]
+            and "" not in held.values() and held,
+            timeout=60, what="the twins hold two shards each, under two identities",
+        )  # fmt: skip
+        assert all(holder.startswith("twin_") for holder in split.values()), split
+    finally:
+        for twin in twins:
+            twin.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +15,7 @@ from sundial.planning.shards import (
     counted_replicas,
     fair_share,
     foreign_counts,
+    member_lease_name,
     parse_shard_lease,
     rebalance,
     shard_lease_name,
@@ -116,3 +118,10 @@ def test_a_replica_sees_leases_held_under_another_count() -> None:
     held = [shard_lease_name(0, 4), shard_lease_name(1, 8), "sundial-replica-a"]
     assert foreign_counts(held, 4) == {8}
     assert foreign_counts(held[:1], 4) == set()
+
+
+def test_a_member_leases_name_is_valid_whatever_the_identity() -> None:
+    name = member_lease_name("Host_Name_1a2b3c")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name), name
+    assert name.startswith("sundial-replica-host-name-1a2b3c")
+    assert member_lease_name("twin_1") != member_lease_name("twin_2")

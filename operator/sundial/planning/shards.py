@@ -52,6 +52,13 @@ def foreign_counts(held_lease_names: Iterable[str], shards: int) -> set[int]:
     return counts - {shards}
 
 
+def member_lease_name(identity: str) -> str:
+    """A replica's own Lease: its identity made a valid object name (an identity may hold
+    `_` or capitals; a Lease's name is a lowercase DNS subdomain)."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"{MEMBER_LEASE_PREFIX}{identity}".lower())
+    return name[:253].rstrip("-.")
+
+
 def fair_share(shards: int, replicas: int) -> int:
     """The most shards one replica holds while `replicas` are alive (at least one: this
     one): together they can always hold them all."""
