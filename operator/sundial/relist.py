@@ -43,6 +43,7 @@ async def relist(
     namespaces: list[str],
     share: ShareSelector,
     serves: Serves = None,
+    listings: tuple[tuple[str, str | None], ...] = LISTINGS,
 ) -> list[Key]:
     """Fill the cache from full listings, and drop what they lack; returns keys to look at.
 
@@ -53,7 +54,7 @@ async def relist(
     tried again until they are)."""
     touched: list[Key] = []
     refused: dict[str, ApiException] = {}
-    for kind, selector in LISTINGS:
+    for kind, selector in listings:
         if kind == "scheduledjobs":
             selector = share.text or None
         started = time.monotonic()

@@ -5,10 +5,11 @@ Each round (the leader election's retry period) the replica renews its member Le
 lists the namespace's Leases once, and moves toward its fair share: a shard to let go is
 first no longer served (`on_releasing` returns once its passes have finished), then its
 Lease is released; a free shard is taken with the leader election's compare-and-swap,
-then served (`on_acquired`). A held shard is renewed by a `LeaderElector.hold` of its
-own; one whose renewal fails for the renew deadline is lost, and `lost` is set: the
-replica must stop writing at once (as a leader that lost its Lease does), because
-another replica takes the shard once its Lease has stood still for the lease duration.
+then served (`on_acquired`, once for all the shards a round took). A held shard is
+renewed by a `LeaderElector.hold` of its own; one whose renewal fails for the renew
+deadline is lost, and `lost` is set: the replica must stop writing at once (as a leader
+that lost its Lease does), because another replica takes the shard once its Lease has
+stood still for the lease duration.
 
 wiring._serve_shards gives the two moves their meaning (the cache, the queue, the
 Temporal budget's share); __main__ stops the process when `lost` is set.
@@ -48,7 +49,11 @@ log = logging.getLogger(__name__)
 MEMBER_GONE_AFTER = 4
 
 
-async def _nothing(shard: int) -> None:
+async def _nothing(shards: tuple[int, ...]) -> None:
+    return None
+
+
+async def _nothing_to_let_go(shard: int) -> None:
     return None
 
 
@@ -59,8 +64,9 @@ class ShardCoordinator:
     identity: str
     shards: int
     lease_duration: float = 15.0
-    on_acquired: Callable[[int], Awaitable[None]] = _nothing
-    on_releasing: Callable[[int], Awaitable[None]] = _nothing
+    # Called once per round with the shards it took (one listing brings them all in).
+    on_acquired: Callable[[tuple[int, ...]], Awaitable[None]] = _nothing
+    on_releasing: Callable[[int], Awaitable[None]] = _nothing_to_let_go
     clock: Callable[[], float] = time.monotonic
     held: set[int] = field(default_factory=set)
     # Set when a held shard could not be renewed in time: stop writing now.
@@ -92,7 +98,10 @@ class ShardCoordinator:
         """Rounds until `stop`; then every shard is let go (served no more, released)."""
         try:
             while not stop.is_set() and not self.lost.is_set():
-                await self.round()
+                try:
+                    await self.round()
+                except Exception:  # a round's surprise must not end the rounds unseen
+                    log.exception("sharding: a round failed; the next one is due as usual")
                 delay = self.retry_period * random.uniform(1.0, JITTER)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
@@ -142,8 +151,9 @@ class ShardCoordinator:
         moves = rebalance(standing, self.shards)
         for shard in moves.release:
             await self._release(shard)
-        for shard in moves.acquire:
-            await self._acquire(shard)
+        taken = [shard for shard in moves.acquire if await self._acquire(shard)]
+        if taken:
+            await self.on_acquired(tuple(taken))
 
     def _long_gone(self, observation: Observation, now: float) -> bool:
         duration = observation.record.duration_seconds or self.lease_duration
@@ -162,18 +172,18 @@ class ShardCoordinator:
             log.error("sharding: %s", message)
         self.conflict = message
 
-    async def _acquire(self, shard: int) -> None:
+    async def _acquire(self, shard: int) -> bool:
         name = shard_lease_name(shard, self.shards)
         elector = self._electors.setdefault(shard, self._elector(name))
         if (observation := self._observed.get(name)) is not None:
             elector.seen(observation)  # else the elector would watch it expire again
         if not await elector.try_acquire_or_renew():
-            return
+            return False
         elector.leading = True
         self.held.add(shard)
         self._holds[shard] = asyncio.create_task(self._hold(shard, elector), name=name)
         log.info("sharding: %s serves shard %d of %d", self.identity, shard, self.shards)
-        await self.on_acquired(shard)
+        return True
 
     async def _hold(self, shard: int, elector: LeaderElector) -> None:
         await elector.hold()

@@ -29,7 +29,7 @@ from sundial.planning.selector import parse_selector
 from sundial.planning.shards import shard_of
 from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
-from sundial.relist import fill_cache, keep_relisting, relist
+from sundial.relist import LISTINGS, fill_cache, keep_relisting, relist
 from sundial.sharding import ShardCoordinator
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
@@ -144,18 +144,20 @@ def _serve_shards(
         held = max(len(shard.held), 1)
         budget.per_second = config.temporal_requests_per_second * held / config.shards
 
-    async def acquired(index: int) -> None:
+    async def acquired(indices: tuple[int, ...]) -> None:
         share_budget()
-        while index in shard.held:
+        # The ScheduledJobs alone: CronJobs and Jobs are cached whatever the shard.
+        scheduledjobs = tuple(kind for kind in LISTINGS if kind[0] == "scheduledjobs")
+        while set(indices) & shard.held:
             try:
                 await relist(kube, cache, config.namespaces, memo.selector,
-                             lambda key: shard.serves(*key))  # fmt: skip
+                             lambda key: shard.serves(*key), scheduledjobs)  # fmt: skip
                 break
-            except Exception as error:  # the shard is held: its objects must come in
-                log.warning("listing shard %d failed, again in 5s: %s", index, error)
+            except Exception as error:  # the shards are held: their objects must come in
+                log.warning("listing shards %s failed, again in 5s: %s", indices, error)
                 await asyncio.sleep(5.0)
         for key in cache.scheduledjob_keys():
-            if in_shard(key, index):
+            if shard_of(*key, config.shards) in indices:
                 queue.add(key)
 
     async def releasing(index: int) -> None:

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from localstack import LocalStack
+from localstack.apiserver import AUDITED_USER
 from sundial.planning.shards import parse_shard_lease, shard_of
 from support import (
-    SHARD_LABEL,
     Kubectl,
     OperatorProcess,
     audit_events,
     eventually,
+    faulted_operator,
     in_shard,
     kubernetes_scheduledjob,
     no_retry_job,
@@ -38,9 +39,10 @@ TAKEOVER_TARGET = 30.0
 
 
 def replica(stack: LocalStack, name: str, namespace: str) -> OperatorProcess:
-    return OperatorProcess.on(
-        stack, name, shards=str(SHARDS), pod_name=name,
-        label_selector=f"{SHARD_LABEL}={SHARD}", leader_election_namespace=namespace,
+    """A replica in sharded mode, as a user whose every request the audit log keeps."""
+    return faulted_operator(
+        stack, name, SHARD, user=AUDITED_USER, shards=str(SHARDS),
+        leader_election_namespace=namespace,
     )  # fmt: skip
 
 
@@ -77,6 +79,18 @@ def writes(audit_log: Path, namespace: str) -> list[tuple[str, str, str]]:
     ]  # fmt: skip
 
 
+def own_listings(audit_log: Path, replica: str) -> Counter[str]:
+    """The listings Sundial itself made (not kopf's watches), by resource, per the audit
+    log: its User-Agent names the replica."""
+    return Counter(
+        (event.get("objectRef") or {}).get("resource", "")
+        for event in audit_events(audit_log)
+        if event.get("verb") == "list"
+        and event.get("userAgent", "").endswith(f"({replica})")
+        and "watch=true" not in event.get("requestURI", "")
+    )
+
+
 def reschedule(kubectl: Kubectl, namespace: str, names: list[str], schedule: str) -> None:
     for name in names:
         kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
@@ -107,6 +121,10 @@ def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
         for name in names:
             eventually(lambda name=name: ready(kubectl, name, namespace), timeout=90,
                        what=f"{name} Ready")  # fmt: skip
+        # Taking its four shards listed the ScheduledJobs once, not everything four times.
+        listings = own_listings(audit, "shard-a")
+        assert listings["cronjobs"] == 1, listings
+        assert listings["scheduledjobs"] <= 2, listings
 
         # A second replica joins; the first is not restarted.
         b.start()
