@@ -85,8 +85,12 @@ class ShardCoordinator:
     def retry_period(self) -> float:
         return self.lease_duration * 2 / 15
 
+    def shard(self, key: tuple[str, str]) -> int:
+        """The shard of the ScheduledJob (namespace, name)."""
+        return shard_of(*key, self.shards)
+
     def serves(self, namespace: str, name: str) -> bool:
-        return shard_of(namespace, name, self.shards) in self.held
+        return self.shard((namespace, name)) in self.held
 
     def _elector(self, name: str) -> LeaderElector:
         return LeaderElector(

@@ -26,7 +26,6 @@ from sundial.events import EventRecorder
 from sundial.kube import KubeClient, load_api_client
 from sundial.metrics import Metrics
 from sundial.planning.selector import parse_selector
-from sundial.planning.shards import shard_of
 from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
 from sundial.relist import LISTINGS, fill_cache, keep_relisting, relist
@@ -137,9 +136,6 @@ def _serve_shards(
     cache: WatchCache = memo.cache
     queue: WorkQueue[Key] = memo.queue
 
-    def in_shard(key: Key, index: int) -> bool:
-        return shard_of(*key, config.shards) == index
-
     def share_budget() -> None:
         held = max(len(shard.held), 1)
         budget.per_second = config.temporal_requests_per_second * held / config.shards
@@ -157,14 +153,14 @@ def _serve_shards(
                 log.warning("listing shards %s failed, again in 5s: %s", indices, error)
                 await asyncio.sleep(5.0)
         for key in cache.scheduledjob_keys():
-            if shard_of(*key, config.shards) in indices:
+            if shard.shard(key) in indices:
                 queue.add(key)
 
     async def releasing(index: int) -> None:
-        for key in [k for k in cache.scheduledjob_keys() if in_shard(k, index)]:
+        for key in [k for k in cache.scheduledjob_keys() if shard.shard(k) == index]:
             cache.let_go_scheduledjob(key)
             queue.add(key, urgent=True)
-        await queue.passes_ended(lambda key: in_shard(key, index))
+        await queue.passes_ended(lambda key: shard.shard(key) == index)
         share_budget()
 
     shard.on_acquired = acquired
