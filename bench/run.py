@@ -2,6 +2,7 @@
 
     make bench                                    # 1,000 ScheduledJobs, 3 minutes steady
     python bench/run.py --sizes 1000,5000,10000 --steady-at 5000 --steady-minutes 10
+    python bench/run.py --sizes 10000 --shards 1,2     # one operator, then two sharded replicas
 
 For each size, on a fresh stack, with a realistic mix of schedules (workload.py):
 1. apply to Ready: every ScheduledJob Ready with its backend object, against the floor:
@@ -15,6 +16,10 @@ at --steady-at, also:
    controller's own status writes, event-loop lag; a py-spy profile;
 4. detection latency: the controller-manager stopped across two minute slots;
 5. an operator restart: time to list and reconcile, and the writes it makes.
+
+With --shards, each size runs once per shard count, each on a fresh stack: 1 is the default
+mode (one operator process); n > 1 runs n replicas with SUNDIAL_SHARDS=n, and the figures
+that belong to a process (CPU, memory, loop lag) are given per replica as well.
 """
 
 from __future__ import annotations
@@ -69,12 +74,14 @@ from localstack import LocalStack, Ports  # noqa: E402
 from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE  # noqa: E402
 from sundial.api.models import ScheduledJobSpec  # noqa: E402
 from sundial.planning.schedule import timetable  # noqa: E402
+from sundial.planning.shards import fair_share  # noqa: E402
 from support import (  # noqa: E402
     Kubectl,
     OperatorProcess,
     free_port,
     install_sundial,
     scrape,
+    shard_holders,
 )
 
 NAMESPACE = "bench"
@@ -201,13 +208,36 @@ def profile(pid: int, seconds: int, out: Path) -> list[str]:
     return [f"{100 * n / total:5.1f} %  {frame}" for frame, n in own.most_common(12)]
 
 
-def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, object]:
+Metrics = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def summed(scrapes: list[Metrics]) -> Metrics:
+    """The replicas' metrics added up: counters and cumulative histogram buckets add."""
+    total: Metrics = {}
+    for metrics in scrapes:
+        for key, value in metrics.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def split_evenly(kubectl: Kubectl, shards: int, replicas: list[str]) -> bool:
+    """Every shard held, and no replica above its fair share."""
+    held = Counter(shard_holders(kubectl, CLUSTER_RESOURCE_NAMESPACE, shards).values())
+    held.pop("", None)
+    share = fair_share(shards, len(replicas))
+    return sum(held[r] for r in replicas) == shards and all(held[r] <= share for r in replicas)
+
+
+def run_size(
+    args: argparse.Namespace, size: int, steady: bool, shards: int = 1
+) -> dict[str, object]:
     mix = tuple((k, float(v)) for k, v in (p.split("=") for p in args.mix.split(",")))
     items = workload(size, mix=mix, temporal_share=args.temporal_share,
                      non_utc_share=args.non_utc_share)  # fmt: skip
     k_items = [i for i in items if i.backend == "kubernetes"]
     t_items = [i for i in items if i.backend == "temporal"]
-    result: dict[str, object] = {"size": size, "kubernetes": len(k_items), "temporal": len(t_items)}
+    result: dict[str, object] = {"size": size, "shards": shards, "kubernetes": len(k_items),
+                                 "temporal": len(t_items)}  # fmt: skip
     ports = Ports(etcd=free_port(1), apiserver=free_port(1), kcm=free_port(1),
                   temporal=free_port(4))  # fmt: skip
     state = REPO / ".stack-bench"
@@ -249,26 +279,42 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             f"{len(t_items)} schedules {floor_t:.1f} s"
         )
 
-        env = {
-            **stack.env(),
-            "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
-            "SUNDIAL_METRICS_PORT": str(free_port()),
-            "SUNDIAL_HEALTH_PORT": str(free_port()),
-            "SUNDIAL_LOG_LEVEL": "WARNING",
-        }
-        operator = OperatorProcess(env, stack.log_dir / "operator-bench.log")
-        operator.start()
-        wait_for("operator metrics", lambda: _answers(operator.metrics_url), 120)
+        # One operator, or one replica per shard (SUNDIAL_SHARDS), each its own process.
+        replicas = [f"bench-{i}" for i in range(shards)] if shards > 1 else ["bench"]
+        operators = []
+        for replica in replicas:
+            env = {
+                **stack.env(),
+                "SUNDIAL_CLUSTER_RESOURCE_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
+                "SUNDIAL_METRICS_PORT": str(free_port()),
+                "SUNDIAL_HEALTH_PORT": str(free_port()),
+                "SUNDIAL_LOG_LEVEL": "WARNING",
+            }
+            if shards > 1:
+                env |= {"SUNDIAL_SHARDS": str(shards), "SUNDIAL_POD_NAME": replica}
+            operators.append(OperatorProcess(env, stack.log_dir / f"operator-{replica}.log"))
+        for operator in operators:
+            operator.start()
+        for operator in operators:
+            wait_for("operator metrics", lambda o=operator: _answers(o.metrics_url), 120)
+        if shards > 1:
+            waited = wait_for("the shards split between the replicas",
+                              lambda: split_evenly(kubectl, shards, replicas), 120)  # fmt: skip
+            log(f"{shards} shards split between {len(replicas)} replicas in {waited:.1f} s")
         watch = ScheduledJobWatch(stack.kubeconfig, NAMESPACE)
 
         # Who is busy during the apply: the apiserver stores the ScheduledJobs and serves
         # the operator's requests, on the same two cores as everything else.
-        assert operator.proc is not None
+        processes = {
+            ("operator" if shards == 1 else f"operator {replica}"): Process(operator.proc.pid)
+            for replica, operator in zip(replicas, operators, strict=True)
+            if operator.proc is not None
+        }
         busy = {name: Process(server.proc.pid) for name, server in (
             ("kube-apiserver", stack.apiserver), ("etcd", stack.etcd),
             ("temporal", stack.temporal), ("kube-controller-manager", stack.kcm),
             *node_servers(stack),
-        ) if server.proc is not None} | {"operator": Process(operator.proc.pid)}  # fmt: skip
+        ) if server.proc is not None} | processes  # fmt: skip
         busy_before = {name: process.cpu_seconds() for name, process in busy.items()}
         audit.mark()
         began, began_wall = time.monotonic(), time.time()
@@ -329,11 +375,12 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             f"p99 {percentile(latencies, 0.99):.2f} s"
         )
         everything = items + extra
-        assert operator.proc is not None
-        process = Process(operator.proc.pid)
-        result["rss_converged_mib"] = process.memory_mib()
+        result["rss_converged_mib_per_replica"] = {
+            name: process.memory_mib() for name, process in processes.items()
+        }
         if not steady:
-            operator.stop()
+            for operator in operators:
+                operator.stop()
             return result
 
         # 3. steady state, after the apply's aftermath: every minute and five-minute object
@@ -344,7 +391,7 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         window = args.steady_minutes * 60
         audit.mark()
         start = datetime.now(UTC)
-        cpu = process.cpu_seconds()
+        cpu = {name: process.cpu_seconds() for name, process in processes.items()}
         # The platform's own cost over the same window: the floor Sundial is compared with
         # (the CronJob controller runs in the controller-manager).
         servers = {name: Process(server.proc.pid) for name, server in (
@@ -352,27 +399,36 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             ("etcd", stack.etcd), ("temporal", stack.temporal), *node_servers(stack),
         ) if server.proc is not None}  # fmt: skip
         servers_cpu = {name: server.cpu_seconds() for name, server in servers.items()}
-        before = scrape(operator.metrics_url)
+        befores = [scrape(operator.metrics_url) for operator in operators]
+        before = summed(befores)
+        # The first replica's profile: the replicas run the same code on like shares.
+        first = operators[0].proc
         top = (
-            profile(
-                operator.proc.pid, min(args.profile_seconds, window), stack.log_dir / "profile.raw"
-            )
-            if args.profile_seconds
+            profile(first.pid, min(args.profile_seconds, window), stack.log_dir / "profile.raw")
+            if args.profile_seconds and first is not None
             else []
         )
         time.sleep(max(0.0, window - (datetime.now(UTC) - start).total_seconds()))
         end = datetime.now(UTC)
         seconds = (end - start).total_seconds()
-        cpu = process.cpu_seconds() - cpu
+        cpu_per_replica = {name: (process.cpu_seconds() - cpu[name]) / seconds
+                           for name, process in processes.items()}  # fmt: skip
         platform_cpu = {name: (server.cpu_seconds() - servers_cpu[name]) / seconds
                         for name, server in servers.items()}  # fmt: skip
-        after = scrape(operator.metrics_url)
+        afters = [scrape(operator.metrics_url) for operator in operators]
+        after = summed(afters)
         events = audit.since_mark()
         counts = operator_requests(events)
         status_writes = counts.get("patch scheduledjobs/status", 0)
         slots = slots_in(everything, start, end)
         lag_before, lag_after = lag_buckets(before), lag_buckets(after)
         lag = {le: lag_after[le] - lag_before.get(le, 0.0) for le in lag_after}
+        lag_p99_per_replica = {}
+        for name, one_before, one_after in zip(processes, befores, afters, strict=True):
+            own_before, own_after = lag_buckets(one_before), lag_buckets(one_after)
+            lag_p99_per_replica[name] = histogram_quantile(
+                {le: own_after[le] - own_before.get(le, 0.0) for le in own_after}, 0.99
+            )
         gc_pauses = gc_pauses_between(before, after)
         temporal_by_operation = {
             dict(labels)["operation"]: round((value - before.get((name, labels), 0.0)) / seconds, 2)
@@ -382,10 +438,13 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
         temporal_rate = sum(temporal_by_operation.values())
         result |= {
             "steady_s": seconds,
-            "cpu_share_of_core": cpu / seconds,
+            "cpu_share_of_core": sum(cpu_per_replica.values()),
+            "cpu_share_of_core_per_replica": cpu_per_replica,
             "platform_cpu_share_of_core": platform_cpu,
-            "rss_peak_mib": process.memory_mib("VmHWM"),
-            "rss_mib": process.memory_mib(),
+            "rss_peak_mib": max(p.memory_mib("VmHWM") for p in processes.values()),
+            "rss_peak_mib_per_replica":
+                {name: p.memory_mib("VmHWM") for name, p in processes.items()},
+            "rss_mib_per_replica": {name: p.memory_mib() for name, p in processes.items()},
             "reads_per_s": reads(counts) / seconds,
             "writes": dict(writes(counts)),
             "writes_per_s": sum(writes(counts).values()) / seconds,
@@ -394,6 +453,13 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             "slots": dict(slots),
             "status_writes": status_writes,
             "status_writes_per_slot": status_writes / max(1, sum(slots.values())),
+            "status_writes_per_replica": {
+                replica: sum(1 for e in events
+                             if e.get("userAgent", "").endswith(f"({replica})")
+                             and e["verb"] == "patch"
+                             and e["objectRef"].get("subresource") == "status")
+                for replica in replicas if shards > 1
+            },
             "controller_cronjob_status_writes": controller_status_writes(events),
             "controller_writes_per_kubernetes_slot":
                 controller_status_writes(events) / max(1, slots["kubernetes"]),
@@ -403,11 +469,17 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
                 iso(start), iso(end - timedelta(seconds=SETTLE_MARGIN_S)),
             )),
             "loop_lag_p99_s": histogram_quantile(lag, 0.99),
+            "loop_lag_p99_s_per_replica": lag_p99_per_replica,
             "loop_lag_samples_over_100ms": lag_over(lag, 0.1),
             "gc_pauses": gc_pauses,
             "profile_top": top,
         }  # fmt: skip
         log(json.dumps({k: v for k, v in result.items() if k != "profile_top"}, default=str))
+
+        if args.skip_detection_and_restart:
+            for operator in operators:
+                operator.stop()
+            return result
 
         # 4. detection latency: the controller down across two minute slots
         minute_objects = [
@@ -438,7 +510,10 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
 
         # 5. restart
         audit.mark()
-        operator.restart()
+        for operator in operators:  # every replica down, then every one up
+            operator.stop()
+        for operator in operators:
+            operator.start()
         began = time.monotonic()
         after_restart = Item("after-restart", "daily", "kubernetes", "0 3 * * *", "UTC")
         watch.custom.create_namespaced_custom_object(
@@ -472,7 +547,8 @@ def run_size(args: argparse.Namespace, size: int, steady: bool) -> dict[str, obj
             "restart_writes_without_a_slot": churn,
         }
         log(f"restart: caught up in {restart_s:.1f} s, writes {dict(restart_writes)}")
-        operator.stop()
+        for operator in operators:
+            operator.stop()
     return result
 
 
@@ -499,6 +575,17 @@ def main() -> None:
         default=5,
         help="wait after the one-more samples before the steady window (first runs)",
     )
+    parser.add_argument(
+        "--shards",
+        default="1",
+        help="comma-separated shard counts, each size on a fresh stack per count: 1, one "
+        "operator; n > 1, n replicas with SUNDIAL_SHARDS=n",
+    )
+    parser.add_argument(
+        "--skip-detection-and-restart",
+        action="store_true",
+        help="end each steady size after the steady window (steps 4 and 5 not run)",
+    )
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--profile-seconds", type=int, default=60)
     parser.add_argument("--temporal-share", type=float, default=0.2)
@@ -514,11 +601,13 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     steady_at = args.steady_at or max(sizes)
     results = []
+    shard_counts = [int(s) for s in args.shards.split(",")]
     for size in sizes:
-        log(f"--- N = {size}")
-        results.append(run_size(args, size, steady=size == steady_at))
-        args.out.parent.mkdir(exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2, default=str))
+        for shards in shard_counts:
+            log(f"--- N = {size}, {shards} shard(s)")
+            results.append(run_size(args, size, steady=size == steady_at, shards=shards))
+            args.out.parent.mkdir(exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2, default=str))
     print(json.dumps(results, indent=2, default=str))
 
 

@@ -644,6 +644,21 @@ def token_operator(
     return OperatorProcess(env, stack.log_dir / f"operator-{name}.log")
 
 
+def shard_holders(kubectl: Kubectl, namespace: str, shards: int) -> dict[int, str]:
+    """Each shard's holder, as the apiserver has its Lease (sharded mode): the replica's
+    Pod name, its identity without the process's suffix ("" if none)."""
+    from sundial.planning.shards import parse_shard_lease
+
+    leases = json.loads(kubectl.run("get", "leases", "-n", namespace, "-o", "json").stdout)
+    found: dict[int, str] = {}
+    for lease in leases["items"]:
+        parsed = parse_shard_lease(lease["metadata"]["name"])
+        if parsed is not None and parsed[1] == shards:
+            holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+            found[parsed[0]] = holder.rpartition("_")[0] if "_" in holder else holder
+    return {shard: found.get(shard, "") for shard in range(shards)}
+
+
 def faulted_operator(
     stack: Any, name: str, shard: str, *, user: str, sundial_via: Any = None, **settings: str
 ) -> OperatorProcess:

@@ -126,7 +126,7 @@ async def run_kopf(
 ) -> int:
     """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
     stop_flag = asyncio.Event()
-    shard = _coordinator(config, identity)
+    shard = health.shards = _coordinator(config, identity)
     memo = kopf.Memo(
         config=config, health=health, metrics=metrics, identity=identity, abandon=False,
         shard=shard,

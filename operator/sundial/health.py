@@ -7,6 +7,11 @@
   purpose: a rolling update with maxUnavailable 0 waits for the new Pod to be Ready, and
   a new Pod is a standby until the old leader lets go; and the PodDisruptionBudget counts
   ready standbys, so a node drain never takes the last replica able to take over.
+  In sharded mode, a replica once its cache is filled, whatever shards it holds, and the
+  text says which (or why none: another shard count's replicas still hold Leases). Ready
+  for the same reason as a standby: a rolling update that changes the count needs each
+  new Pod Ready before it stops an old one, and the new ones serve only once the old are
+  gone.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from sundial.leader import LeaderElector
+from sundial.sharding import ShardCoordinator
 
 
 @dataclass
 class Health:
     elector: LeaderElector | None = None
+    shards: ShardCoordinator | None = None
     cache_filled: bool = False
     # Why the first listing failed last, while it is tried again (relist.fill_cache).
     cache_problem: str | None = None
@@ -31,6 +38,8 @@ class Health:
     def readiness(self) -> tuple[bool, str]:
         if self.elector is None or self.elector.leading:
             if self.cache_filled:
+                if self.shards is not None:
+                    return True, _serving(self.shards)
                 return True, "leading" if self.elector else "ready"
             if self.cache_problem:
                 return False, f"filling the cache: the listing failed ({self.cache_problem})"
@@ -55,3 +64,11 @@ class Health:
         await runner.setup()
         await web.TCPSite(runner, "0.0.0.0", port).start()
         return runner
+
+
+def _serving(shards: ShardCoordinator) -> str:
+    if shards.conflict:
+        return f"serving no shard: {shards.conflict}"
+    if not shards.held:
+        return f"serving no shard of {shards.shards} yet"
+    return f"serving shards {', '.join(map(str, sorted(shards.held)))} of {shards.shards}"

@@ -114,6 +114,25 @@ class Metrics:
         for state in QUEUE_STATES:
             self.queue_depth.labels(state).set_function(functools.partial(_count, depth, state))
 
+    def watch_shards(
+        self, shards: int, *, held: Callable[[], int], conflict: Callable[[], bool]
+    ) -> None:
+        """Sharded mode's series, read at each scrape (an unsharded operator has none):
+        across replicas, sum(sundial_shards_held) below sundial_shards is a shard no one
+        serves."""
+        Gauge("sundial_shards", "Sharded mode: the shard count (SUNDIAL_SHARDS).",
+              registry=self.registry).set(shards)  # fmt: skip
+        Gauge(
+            "sundial_shards_held", "Sharded mode: the shards this replica serves.",
+            registry=self.registry,
+        ).set_function(held)  # fmt: skip
+        Gauge(
+            "sundial_shard_conflict",
+            "Sharded mode: 1 while this replica serves nothing because replicas configured "
+            "with another SUNDIAL_SHARDS hold shard Leases (its log says which count).",
+            registry=self.registry,
+        ).set_function(lambda: float(conflict()))  # fmt: skip
+
     def temporal_request(self, operation: str) -> None:
         self.temporal_requests.labels(operation).inc()
 

@@ -37,6 +37,7 @@ from sundial.planning.shards import (
     counted_replicas,
     foreign_counts,
     member_lease_name,
+    members_of,
     rebalance,
     shard_lease_name,
     shard_of,
@@ -79,7 +80,7 @@ class ShardCoordinator:
     _observed: dict[str, Observation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._member = self._elector(member_lease_name(self.identity))
+        self._member = self._elector(member_lease_name(self.identity, self.shards))
 
     @property
     def retry_period(self) -> float:
@@ -146,7 +147,7 @@ class ShardCoordinator:
                 await self._release(shard)
             return
         self.conflict = None
-        members = [h for n, h in live.items() if n.startswith(MEMBER_LEASE_PREFIX)]
+        members = members_of(live, self.shards)
         free = frozenset(
             shard for shard in range(self.shards)
             if shard_lease_name(shard, self.shards) not in live

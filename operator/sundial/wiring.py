@@ -165,6 +165,8 @@ def _serve_shards(
 
     shard.on_acquired = acquired
     shard.on_releasing = releasing
+    memo.metrics.watch_shards(config.shards, held=lambda: len(shard.held),
+                              conflict=lambda: shard.conflict is not None)  # fmt: skip
     memo.tasks.append(asyncio.create_task(shard.run(asyncio.Event()), name="sundial-shards"))
 
 

@@ -100,6 +100,20 @@ def test_replicas_share_the_shards_and_take_over_a_crashed_ones(
         assert c.conflict is not None
         assert "[4] shards" in c.conflict
 
+        # Two such replicas (a rolling update to 8 shards, say) do not shrink the share of
+        # the replicas of 4: counted, they would make it 1, and a and b would let two
+        # shards go that no one may take until the update ends.
+        d = coordinator("replica-d", shards=8)
+        deadline = time.monotonic() + 5 * a.retry_period
+        while time.monotonic() < deadline:
+            await c.round()
+            await d.round()
+            held = await holders()
+            assert "" not in held.values(), f"a shard left unserved: {held}"
+            await asyncio.sleep(0.5)
+        assert (c.held, d.held) == (set(), set())
+        assert await halved()
+
         # b is SIGKILLed: nothing is released. a takes its shards once their Leases have
         # stood still for the lease duration: within 30 s.
         os.kill(b.pid, signal.SIGKILL)

@@ -1,6 +1,7 @@
 """Sharded mode (SUNDIAL_SHARDS, issue 32 part 2): two operator processes split the
 ScheduledJobs through one Lease per shard; a replica joining takes half without a restart
-of the other, and a SIGKILLed replica's shards are taken over within 30 s. Judged by the
+of the other, a SIGKILLed replica's shards are taken over within 30 s, and a replica
+given another shard count serves nothing until the old count's replicas are gone. Judged by the
 apiserver: the shard Leases' holders, and the audit log's writes (who changed each
 CronJob and each status), never by Sundial's own status."""
 
@@ -28,6 +29,8 @@ from support import (
     kubernetes_scheduledjob,
     no_retry_job,
     ready,
+    scrape,
+    shard_holders,
 )
 
 pytestmark = pytest.mark.cluster
@@ -38,25 +41,16 @@ OBJECTS = 12
 TAKEOVER_TARGET = 30.0
 
 
-def replica(stack: LocalStack, name: str, namespace: str) -> OperatorProcess:
+def replica(stack: LocalStack, name: str, namespace: str, shards: int = SHARDS) -> OperatorProcess:
     """A replica in sharded mode, as a user whose every request the audit log keeps."""
     return faulted_operator(
-        stack, name, SHARD, user=AUDITED_USER, shards=str(SHARDS),
+        stack, name, SHARD, user=AUDITED_USER, shards=str(shards),
         leader_election_namespace=namespace,
     )  # fmt: skip
 
 
-def holders(kubectl: Kubectl, namespace: str) -> dict[int, str]:
-    """Each shard's holder, as the apiserver has its Lease: the replica's Pod name, its
-    identity without the process's suffix ("" if none)."""
-    leases = json.loads(kubectl.run("get", "leases", "-n", namespace, "-o", "json").stdout)
-    found: dict[int, str] = {}
-    for lease in leases["items"]:
-        parsed = parse_shard_lease(lease["metadata"]["name"])
-        if parsed is not None and parsed[1] == SHARDS:
-            holder = (lease.get("spec") or {}).get("holderIdentity") or ""
-            found[parsed[0]] = holder.rpartition("_")[0] if "_" in holder else holder
-    return {shard: found.get(shard, "") for shard in range(SHARDS)}
+def holders(kubectl: Kubectl, namespace: str, shards: int = SHARDS) -> dict[int, str]:
+    return shard_holders(kubectl, namespace, shards)
 
 
 def writes(audit_log: Path, namespace: str) -> list[tuple[str, str, str]]:
@@ -109,6 +103,7 @@ def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
     names = [f"job-{i}" for i in range(OBJECTS)]
     shard_of_name = {name: shard_of(namespace, name, SHARDS) for name in names}
     a, b = replica(stack, "shard-a", namespace), replica(stack, "shard-b", namespace)
+    c = replica(stack, "shard-c", namespace, shards=6)
     audit = stack.log_dir / "audit.log"
     try:
         a.start()
@@ -159,21 +154,53 @@ def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
         for name in names:
             eventually(lambda name=name: ready(kubectl, name, namespace), timeout=90,
                        what=f"{name} Ready after the takeover")  # fmt: skip
+
+        # The count changed under a running replica (a rolling update to 6 shards): the
+        # new replica serves nothing while a replica of 4 lives, says so in /readyz (200:
+        # the update must go on) and its metrics, and does not shrink a's share.
+        c.start()
+        eventually(lambda: c.readiness()[0] == 200, timeout=60,
+                   what="the replica of 6 shards Ready")  # fmt: skip
+        _, why = c.readiness()
+        assert why.startswith("serving no shard: replicas hold shard Leases for [4]"), why
+        assert scrape(c.metrics_url)[("sundial_shard_conflict", frozenset())] == 1
+        reschedule(kubectl, namespace, names, "0 0 4 1 *")
+        eventually(lambda: cronjob_schedules(kubectl, namespace)
+                   == dict.fromkeys(names, "0 0 4 1 *"), timeout=90,
+                   what="every CronJob rescheduled beside a replica of 6")  # fmt: skip
+        assert set(holders(kubectl, namespace).values()) == {"shard-a"}
+        assert set(holders(kubectl, namespace, 6).values()) == {""}
+        # The old replica goes (its Leases released): the new one takes every shard of 6.
+        a.stop()
+        gone = time.monotonic()
+        eventually(lambda: set(holders(kubectl, namespace, 6).values()) == {"shard-c"},
+                   timeout=60, what="the replica of 6 takes its shards")  # fmt: skip
+        count_changed = time.monotonic() - gone
+        assert c.readiness()[1].startswith("serving shards 0, 1, 2, 3, 4, 5 of 6")
+        reschedule(kubectl, namespace, names, "0 0 5 1 *")
+        eventually(lambda: cronjob_schedules(kubectl, namespace)
+                   == dict.fromkeys(names, "0 0 5 1 *"), timeout=90,
+                   what="every CronJob rescheduled by the replica of 6")  # fmt: skip
     finally:
         a.stop()
         b.stop()
+        c.stop()
 
-    # Never two writers at once: each object's writer changes at most twice (a -> b at the
-    # split, for b's shards; b -> a at the kill), and only the shard's holder wrote.
+    # Never two writers at once: each object's writer changes at most three times (a -> b
+    # at the split, for b's shards; b -> a at the kill; a -> c once a was gone), and only
+    # the shard's holder wrote: c nothing while a lived.
     every = writes(audit, namespace)
     for name in names:
         writers = [w for n, _, w in every if n == name]
-        assert set(writers) <= {"shard-a", "shard-b"}, (name, writers)
+        assert set(writers) <= {"shard-a", "shard-b", "shard-c"}, (name, writers)
         changes = sum(1 for x, y in itertools.pairwise(writers) if x != y)
-        allowed = 2 if split[shard_of_name[name]] == "shard-b" else 0
+        allowed = 3 if split[shard_of_name[name]] == "shard-b" else 1
         assert changes <= allowed, (name, writers)
-        assert writers[-1] == "shard-a", (name, writers)
-    print(f"split {split}; a SIGKILLed replica's shards taken over in {took:.1f}s")
+        assert writers[-1] == "shard-c", (name, writers)
+        first_c = writers.index("shard-c")
+        assert "shard-a" not in writers[first_c:], (name, writers)
+    print(f"split {split}; a SIGKILLed replica's shards taken over in {took:.1f}s; "
+          f"the replica of 6 served {count_changed:.1f}s after the old went")  # fmt: skip
 
 
 def test_two_replicas_given_one_name_by_mistake_still_split_the_shards(

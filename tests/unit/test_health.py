@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from sundial.health import Health
 from sundial.leader import LeaderElector
+from sundial.sharding import ShardCoordinator
 
 
 def elector(leading: bool, last_contact: float | None) -> LeaderElector:
@@ -39,3 +40,25 @@ def test_a_failing_first_listing_is_named_while_it_is_tried_again() -> None:
         why
         == "filling the cache: the listing failed (429: Too many requests, please try again later.)"
     )
+
+
+def coordinator(held: set[int], conflict: str | None = None) -> ShardCoordinator:
+    return ShardCoordinator(leases=cast(Any, None), namespace="ns", identity="a_1",
+                            shards=6, held=held, conflict=conflict)  # fmt: skip
+
+
+def test_a_sharded_replica_says_which_shards_it_serves() -> None:
+    health = Health(shards=coordinator({3, 0}), cache_filled=True)
+    assert health.readiness() == (True, "serving shards 0, 3 of 6")
+    assert Health(shards=coordinator(set()), cache_filled=True).readiness() == (
+        True, "serving no shard of 6 yet")  # fmt: skip
+    assert not Health(shards=coordinator({1})).readiness()[0]  # its cache not yet filled
+
+
+def test_a_replica_kept_out_by_another_shard_count_is_ready_and_says_why() -> None:
+    # Ready on purpose: a rolling update that changes SUNDIAL_SHARDS waits for each new Pod
+    # to be Ready before it stops an old one, and the new ones serve only once the old
+    # count's replicas are gone; not Ready, the update would wait for ever.
+    why = "replicas hold shard Leases for [4] shards, this one is configured with 6"
+    health = Health(shards=coordinator(set(), conflict=why), cache_filled=True)
+    assert health.readiness() == (True, f"serving no shard: {why}")

@@ -92,6 +92,7 @@ def test_series_per_object_are_few_and_none_is_a_histogram() -> None:
 
 def test_every_metric_in_the_shipped_alerts_is_exported() -> None:
     metrics = Metrics()
+    metrics.watch_shards(2, held=lambda: 0, conflict=lambda: False)  # sharded mode's too
     exported = set()
     for family in metrics.registry.collect():
         exported.add(family.name)
@@ -253,3 +254,20 @@ def test_the_limit_a_dashboard_sets_durations_against_is_the_objects_own() -> No
     judged(timedelta(seconds=90))
     metrics.forget(KEY)
     assert value(metrics, "sundial_max_run_duration_seconds") is None
+
+
+def test_a_sharded_replica_exports_its_shards_and_whether_another_count_keeps_it_out() -> None:
+    metrics = Metrics()
+    held = {1, 4}
+    conflict: list[str] = []
+    metrics.watch_shards(6, held=lambda: len(held), conflict=lambda: bool(conflict))
+    value = metrics.registry.get_sample_value
+    assert (value("sundial_shards"), value("sundial_shards_held")) == (6, 2)
+    assert value("sundial_shard_conflict") == 0
+    held.clear()
+    conflict.append("replicas hold shard Leases for [4] shards")
+    assert (value("sundial_shards_held"), value("sundial_shard_conflict")) == (0, 1)
+
+
+def test_an_unsharded_operator_exports_no_shard_series() -> None:
+    assert Metrics().registry.get_sample_value("sundial_shards") is None

@@ -86,6 +86,8 @@ def test_every_alert_has_a_case_that_fires_and_one_that_does_not() -> None:
         ("ScheduledJobRunsFailing", "sundial_condition == 1"),
         ("SundialStalled", "time() - sundial_next_run_timestamp_seconds > 600"),
         ("ScheduledJobRunsSkipped", "increase(sundial_skipped_runs_total[1h]) > 0"),
+        ("SundialShardUnserved", "max(sundial_shards) > sum(sundial_shards_held)"),
+        ("SundialShardCountMismatch", "sundial_shard_conflict == 1"),
     ],
 )
 def test_the_unit_tests_catch_a_broken_rule(

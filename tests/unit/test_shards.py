@@ -16,6 +16,7 @@ from sundial.planning.shards import (
     fair_share,
     foreign_counts,
     member_lease_name,
+    members_of,
     parse_shard_lease,
     rebalance,
     shard_lease_name,
@@ -121,7 +122,21 @@ def test_a_replica_sees_leases_held_under_another_count() -> None:
 
 
 def test_a_member_leases_name_is_valid_whatever_the_identity() -> None:
-    name = member_lease_name("Host_Name_1a2b3c")
+    name = member_lease_name("Host_Name_1a2b3c", 6)
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name), name
-    assert name.startswith("sundial-replica-host-name-1a2b3c")
-    assert member_lease_name("twin_1") != member_lease_name("twin_2")
+    assert name.startswith("sundial-replica-of-6-host-name-1a2b3c")
+    assert member_lease_name("twin_1", 6) != member_lease_name("twin_2", 6)
+
+
+def test_replicas_of_another_shard_count_are_not_counted_in_the_fair_share() -> None:
+    """A rolling update from 6 shards to 4 adds replicas that serve nothing until the old
+    ones are gone. Counted, they would shrink the old replicas' share: 3 old and 3 new
+    make a share of 1, the old replicas let 3 shards go, and no one may take them."""
+    live = {member_lease_name(r, 6): r for r in ("old-a", "old-b", "old-c")}
+    live |= {member_lease_name(r, 4): r for r in ("new-a", "new-b", "new-c")}
+    live |= {shard_lease_name(0, 6): "old-a", "sundial-leader": "someone"}
+    assert sorted(members_of(live, 6)) == ["old-a", "old-b", "old-c"]
+    assert fair_share(6, counted_replicas(members_of(live, 6), "old-a")) == 2
+    assert sorted(members_of(live, 4)) == ["new-a", "new-b", "new-c"]
+    # Counts that share leading digits are not mixed up.
+    assert members_of({member_lease_name("x", 12): "x"}, 1) == []

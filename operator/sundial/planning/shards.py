@@ -52,11 +52,24 @@ def foreign_counts(held_lease_names: Iterable[str], shards: int) -> set[int]:
     return counts - {shards}
 
 
-def member_lease_name(identity: str) -> str:
+def member_lease_name(identity: str, shards: int) -> str:
     """A replica's own Lease: its identity made a valid object name (an identity may hold
-    `_` or capitals; a Lease's name is a lowercase DNS subdomain)."""
-    name = re.sub(r"[^a-z0-9.-]+", "-", f"{MEMBER_LEASE_PREFIX}{identity}".lower())
-    return name[:253].rstrip("-.")
+    `_` or capitals; a Lease's name is a lowercase DNS subdomain). The shard count is in
+    it: only replicas of one count share its shards (`members_of`)."""
+    name = f"{_member_prefix(shards)}{identity}".lower()
+    return re.sub(r"[^a-z0-9.-]+", "-", name)[:253].rstrip("-.")
+
+
+def _member_prefix(shards: int) -> str:
+    return f"{MEMBER_LEASE_PREFIX}of-{shards}-"
+
+
+def members_of(live: dict[str, str], shards: int) -> list[str]:
+    """The holders of live member Leases of replicas configured with `shards` (live:
+    Lease name -> holder). Replicas of another count serve nothing while this count's
+    replicas live, so they must not shrink this count's fair share."""
+    prefix = _member_prefix(shards)
+    return [holder for name, holder in live.items() if name.startswith(prefix)]
 
 
 def fair_share(shards: int, replicas: int) -> int:
