@@ -73,7 +73,14 @@ class LeaderElector:
         return self.lease_duration * 2 / 15
 
     async def try_acquire_or_renew(self) -> bool:
-        """One read and, when the Lease is free, expired or already ours, one write."""
+        """One read and, when the Lease is free, expired or already ours, one write. A
+        holder whose Lease is still valid writes first, on the Lease it last wrote
+        (client-go's fast path): one request per renewal instead of two, which a sharded
+        replica makes for every shard it holds. The write is a compare-and-swap on that
+        resourceVersion: if anyone wrote the Lease since, it is refused, and the read
+        below finds out who."""
+        if await self._renew_as_written():
+            return True
         try:
             lease = await self.leases.read(self.namespace, self.name)
             now = self.clock()
@@ -94,10 +101,29 @@ class LeaderElector:
         except (OSError, HTTPError) as error:
             log.warning("leader election: the apiserver is unreachable: %s", error)
             return False
+        self._wrote(written)
+        return True
+
+    async def _renew_as_written(self) -> bool:
+        written, observed, now = self._lease, self._observation, self.clock()
+        if not self.leading or written is None or observed is None:
+            return False
+        if observed.record.holder != self.identity:
+            return False
+        if now - observed.since >= self.lease_duration:  # expired by now: read first
+            return False
+        try:
+            renewed = await self.leases.replace(written, self._claim(observed.record))
+        except (ApiException, OSError, HTTPError) as error:
+            log.debug("leader election: renewing as written failed, reading: %s", error)
+            return False
+        self._wrote(renewed)
+        return True
+
+    def _wrote(self, written: dict[str, Any]) -> None:
         self._lease = written
         self.last_contact = self.clock()
         self._observation = observe(None, LeaseRecord.from_spec(written["spec"]), self.last_contact)
-        return True
 
     def seen(self, observation: Observation) -> None:
         """What a listing showed of this Lease (sharding reads all its Leases at once): a

@@ -9,6 +9,7 @@ the operator's sharded mode.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +20,12 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from localstack import LocalStack
+from localstack.apiserver import AUDITED_USER
 from sundial.kube import LeaseClient, load_api_client
+from sundial.leader import LeaderElector
 from sundial.planning.shards import shard_lease_name
 from sundial.sharding import ShardCoordinator
+from support import Kubectl, audit_events
 
 pytestmark = pytest.mark.cluster
 
@@ -134,3 +138,57 @@ def test_replicas_share_the_shards_and_take_over_a_crashed_ones(
         subprocess.run(["pkill", "-KILL", "-f", "sundial.sharding import"], check=False)
         leases.close()
         api.close()
+
+
+def test_a_held_lease_is_renewed_with_one_write_and_one_taken_meanwhile_is_let_go(
+    stack: LocalStack, kubectl: Kubectl, namespace: str
+) -> None:
+    """The holder renews with one write on the Lease it last wrote (client-go's fast path):
+    a sharded replica renews one Lease per shard every two seconds, and a read before
+    each write doubled that. The write is a compare-and-swap, so a Lease someone else
+    wrote meanwhile fails it, and the holder reads, sees the new holder and stops. Judged
+    by the apiserver's audit log (every request of AUDITED_USER) and the Lease itself."""
+    api = load_api_client(str(stack.faults.kubeconfig(AUDITED_USER)))
+    leases = LeaseClient(api, timeout=5.0)
+    elector = LeaderElector(leases=leases, namespace=namespace, name="renewed",
+                            identity="holder", lease_duration=LEASE_SECONDS)  # fmt: skip
+
+    def requests(verb: str) -> int:
+        return sum(
+            1 for event in audit_events(stack.log_dir / "audit.log")
+            if (event.get("user") or {}).get("username") == AUDITED_USER
+            and (ref := event.get("objectRef") or {}).get("namespace") == namespace
+            and ref.get("name") == "renewed" and event.get("verb") == verb
+        )  # fmt: skip
+
+    async def scenario() -> None:
+        assert await elector.acquire(asyncio.Event())
+        holding = asyncio.create_task(elector.hold())
+        renewals = 4
+        await asyncio.sleep(elector.retry_period * (renewals + 0.5))
+        assert not holding.done()
+        # The audit log is written in batches: wait for the renewals to show.
+        await until(lambda: _now(requests("update") >= renewals), "the renewals audited", 30)
+        reads = requests("get")
+        assert reads <= 1, f"{reads} reads for {requests('update')} renewals"
+
+        # Someone else writes the Lease (a replica that judged it expired): the holder's
+        # next renewal is refused, it reads, and stops holding.
+        lease = json.loads(kubectl.run("get", "lease", "renewed", "-n", namespace,
+                                       "-o", "json").stdout)  # fmt: skip
+        lease["spec"]["holderIdentity"] = "usurper"
+        kubectl.run("replace", "-f", "-", stdin=json.dumps(lease))
+        async with asyncio.timeout(elector.renew_deadline + 5):
+            await holding
+        assert not elector.leading
+        assert requests("get") > reads
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        leases.close()
+        api.close()
+
+
+async def _now(value: bool) -> bool:
+    return value
