@@ -26,7 +26,7 @@ from sundial.backends.protocol import Key
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.planning.news import changed_by_someone, status_of
 from sundial.reconcile import Reconciler
-from sundial.watchcache import WatchCache, object_key
+from sundial.watchcache import WatchCache, object_key, owner_key
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ async def scheduledjob_event(type: str | None, body: kopf.Body, memo: kopf.Memo,
     if (
         type == "DELETED"
         or not memo.selector.matches(metadata.get("labels"))
-        or (shard is not None and not shard.serves(*key))
+        or (shard is not None and not shard.caches(*key))
     ):
         # Gone, or another operator's share (SUNDIAL_LABEL_SELECTOR), or a shard another
         # replica holds (SUNDIAL_SHARDS): one that just left this share is forgotten as if
@@ -100,7 +100,11 @@ def _owned_event(
     put: Callable[[dict[str, Any]], Key | None],
     remove: Callable[[dict[str, Any]], Key | None],
 ) -> None:
-    owner = remove(dict(body)) if type_ == "DELETED" else put(dict(body))
+    obj = dict(body)
+    shard = memo.get("shard")
+    if shard is not None and (owner := owner_key(obj)) is not None and not shard.caches(*owner):
+        return  # sharded mode: another replica's (let go with its ScheduledJob, if held)
+    owner = remove(obj) if type_ == "DELETED" else put(obj)
     if owner is not None and memo.cache.scheduledjob(owner) is not None:
         memo.queue.add_after(owner, OWNED_EVENTS_FOLDED)
 

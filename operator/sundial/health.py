@@ -69,6 +69,6 @@ class Health:
 def _serving(shards: ShardCoordinator) -> str:
     if shards.conflict:
         return f"serving no shard: {shards.conflict}"
-    if not shards.held:
+    if not shards.serving:
         return f"serving no shard of {shards.shards} yet"
-    return f"serving shards {', '.join(map(str, sorted(shards.held)))} of {shards.shards}"
+    return f"serving shards {', '.join(map(str, sorted(shards.serving)))} of {shards.shards}"

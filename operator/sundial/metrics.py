@@ -17,6 +17,7 @@ from sundial.api import reasons
 from sundial.api.models import MissedRun, ScheduledJobStatus
 from sundial.object_metrics import ObjectSeries, ObjectSeriesCollector, counted
 from sundial.planning.runs import RunHistory
+from sundial.watchcache import CACHED
 
 Key = tuple[str, str]
 
@@ -65,6 +66,12 @@ class Metrics:
             "the next slot, a retry), processing.",
             ["state"], registry=self.registry,
         )  # fmt: skip
+        self.cached_objects = Gauge(
+            "sundial_cached_objects",
+            "Objects held in the watch cache, read at scrape, by resource (scheduledjobs, "
+            "cronjobs, jobs): a sharded replica holds its shards' only.",
+            ["resource"], registry=self.registry,
+        )  # fmt: skip
         namespace_labels = ["namespace", "backend"]
         self.run_duration = Histogram(
             "sundial_run_duration_seconds", "How long each run that ended took, per namespace.",
@@ -75,6 +82,7 @@ class Metrics:
             "How late each run started after its slot, per namespace.",
             namespace_labels, buckets=DELAY_BUCKETS, registry=self.registry,
         )  # fmt: skip
+        self._sharded = False
         # Per object: one record each, made into samples at scrape (object_metrics.py).
         self._objects: dict[Key, ObjectSeries] = {}
         self.registry.register(ObjectSeriesCollector(self._objects))
@@ -114,12 +122,23 @@ class Metrics:
         for state in QUEUE_STATES:
             self.queue_depth.labels(state).set_function(functools.partial(_count, depth, state))
 
+    def watch_cache(self, cached: Callable[[], Mapping[str, int]]) -> None:
+        """sundial_cached_objects from the watch cache's own counts, read at each scrape:
+        what the operator holds in memory, by resource (a sharded replica: its shards')."""
+        for resource in CACHED:
+            self.cached_objects.labels(resource).set_function(
+                functools.partial(_count, cached, resource)
+            )
+
     def watch_shards(
         self, shards: int, *, held: Callable[[], int], conflict: Callable[[], bool]
     ) -> None:
         """Sharded mode's series, read at each scrape (an unsharded operator has none):
         across replicas, sum(sundial_shards_held) below sundial_shards is a shard no one
         serves."""
+        if self._sharded:  # made once per registry
+            return
+        self._sharded = True
         Gauge("sundial_shards", "Sharded mode: the shard count (SUNDIAL_SHARDS).",
               registry=self.registry).set(shards)  # fmt: skip
         Gauge(

@@ -15,7 +15,7 @@ from sundial.health import Health
 from sundial.kube import ApiException, KubeClient, api_error_message
 from sundial.planning.cronjob import MANAGED_BY, MANAGED_BY_LABEL, SCHEDULEDJOB_LABEL
 from sundial.planning.selector import ShareSelector
-from sundial.watchcache import WatchCache, object_key
+from sundial.watchcache import WatchCache, object_key, owner_key
 from sundial.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ LISTINGS = (
 )
 
 
-# Sharded mode: whether this replica serves a ScheduledJob (None: all that the labels admit).
+# Sharded mode: whether this replica caches a ScheduledJob and what it owns (None: all
+# that the labels admit).
 Serves = Callable[[Key], bool] | None
 
 
@@ -43,7 +44,6 @@ async def relist(
     namespaces: list[str],
     share: ShareSelector,
     serves: Serves = None,
-    listings: tuple[tuple[str, str | None], ...] = LISTINGS,
 ) -> list[Key]:
     """Fill the cache from full listings, and drop what they lack; returns keys to look at.
 
@@ -54,7 +54,7 @@ async def relist(
     tried again until they are)."""
     touched: list[Key] = []
     refused: dict[str, ApiException] = {}
-    for kind, selector in listings:
+    for kind, selector in LISTINGS:
         if kind == "scheduledjobs":
             selector = share.text or None
         started = time.monotonic()
@@ -95,7 +95,8 @@ async def take_pages(
     """A listing into the cache a page at a time: each page is in the cache (which keeps
     only what it needs of each object) before the next is asked for, so the whole listing
     is never held at once; `listed` gathers the keys seen. A ScheduledJob this replica
-    does not serve (`serves`) is left out, as if not listed: the cache lets it go."""
+    does not serve (`serves`), and its CronJob and Jobs, are left out, as if not listed:
+    the cache lets them go."""
     async for page in pages:
         await _take_page(cache, kind, page, listed, serves)
 
@@ -111,6 +112,8 @@ async def _take_page(
         if kind == "scheduledjobs":
             if serves is None or serves(object_key(item)):
                 listed.add(cache.put_scheduledjob(item))
+        elif serves is not None and (owner := owner_key(item)) and not serves(owner):
+            continue  # a CronJob or Job of a ScheduledJob another replica serves
         elif kind == "cronjobs":
             owner = cache.put_cronjob(item)
             if owner is not None:
@@ -126,7 +129,6 @@ async def fill_cache(
     namespaces: list[str],
     share: ShareSelector,
     health: Health | None,
-    serves: Serves = None,
 ) -> None:
     """The first listing, tried until the apiserver answers it. A 429, a 5xx, a 403 (RBAC
     not there yet) or a 404 (the CRDs applied with the Deployment) is a moment of the
@@ -136,7 +138,7 @@ async def fill_cache(
     delay = FIRST_LISTING_BACKOFF[0]
     while True:
         try:
-            await relist(kube, cache, namespaces, share, serves)
+            await relist(kube, cache, namespaces, share)
         except ApiException as error:
             problem = f"{error.status or 'no answer'}: {api_error_message(error)}"
         else:

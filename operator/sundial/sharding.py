@@ -5,7 +5,8 @@ Each round (the leader election's retry period) the replica renews its member Le
 lists the namespace's Leases once, and moves toward its fair share: a shard to let go is
 first no longer served (`on_releasing` returns once its passes have finished), then its
 Lease is released; a free shard is taken with the leader election's compare-and-swap,
-then served (`on_acquired`, once for all the shards a round took). A held shard is
+then cached (`on_acquired`, once for all the shards a round took: it lists them in) and
+only then served. A held shard is
 renewed by a `LeaderElector.hold` of its own; one whose renewal fails for the renew
 deadline is lost, and `lost` is set: the replica must stop writing at once (as a leader
 that lost its Lease does), because another replica takes the shard once its Lease has
@@ -69,7 +70,12 @@ class ShardCoordinator:
     on_acquired: Callable[[tuple[int, ...]], Awaitable[None]] = _nothing
     on_releasing: Callable[[int], Awaitable[None]] = _nothing_to_let_go
     clock: Callable[[], float] = time.monotonic
+    # The shards whose Leases this replica holds: their objects are cached (`caches`).
     held: set[int] = field(default_factory=set)
+    # The held shards listed into the cache since they were taken: their objects are
+    # reconciled (`serves`). Until then a pass could mistake "not listed yet" for
+    # "missing": a Job not in the cache is a run that did not happen.
+    serving: set[int] = field(default_factory=set)
     # Set when a held shard could not be renewed in time: stop writing now.
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     # Why this replica serves nothing though shards are free (another shard count is live).
@@ -90,8 +96,13 @@ class ShardCoordinator:
         """The shard of the ScheduledJob (namespace, name)."""
         return shard_of(*key, self.shards)
 
-    def serves(self, namespace: str, name: str) -> bool:
+    def caches(self, namespace: str, name: str) -> bool:
+        """Whether the ScheduledJob (namespace, name), or what it owns, is cached here."""
         return self.shard((namespace, name)) in self.held
+
+    def serves(self, namespace: str, name: str) -> bool:
+        """Whether the ScheduledJob (namespace, name) is reconciled here."""
+        return self.shard((namespace, name)) in self.serving
 
     def _elector(self, name: str) -> LeaderElector:
         return LeaderElector(
@@ -159,6 +170,7 @@ class ShardCoordinator:
         taken = [shard for shard in moves.acquire if await self._acquire(shard)]
         if taken:
             await self.on_acquired(tuple(taken))
+            self.serving.update(shard for shard in taken if shard in self.held)
 
     def _long_gone(self, observation: Observation, now: float) -> bool:
         duration = observation.record.duration_seconds or self.lease_duration
@@ -194,12 +206,14 @@ class ShardCoordinator:
         await elector.hold()
         if shard in self.held:  # not let go on purpose: lost
             self.held.discard(shard)
+            self.serving.discard(shard)
             log.error("sharding: %s lost shard %d", self.identity, shard)
             self.lost.set()
 
     async def _release(self, shard: int) -> None:
         """Served no more first (its passes finished), then the Lease let go."""
         self.held.discard(shard)
+        self.serving.discard(shard)
         await self.on_releasing(shard)
         hold = self._holds.pop(shard, None)
         if hold is not None:

@@ -39,6 +39,7 @@ SEEN_SLOTS_KEPT = timedelta(days=2)
 MAX_TOMBSTONES = 10_000
 # Deleted Jobs kept per owner until the status lists their runs (bounded either way).
 MAX_DEPARTED_PER_OWNER = 16
+CACHED = ("scheduledjobs", "cronjobs", "jobs")
 
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
@@ -78,6 +79,13 @@ class _Entries:
     # Keys whose object as held came from a watch event or a GET, not from a listing: one
     # a listing brought may be a ghost (a LIST served from before a deletion).
     confirmed: set[Any] = field(default_factory=set)
+
+    def forget(self, key: Any) -> None:
+        """Dropped as if never held: no tombstone (sharded mode lets objects go)."""
+        self.objects.pop(key, None)
+        self.heard.pop(key, None)
+        self.confirmed.discard(key)
+        self.versions.pop(key, None)
 
     def is_stale(self, key: Any, version: int | None) -> bool:
         """An update older than what is held, or than the object's deletion."""
@@ -186,13 +194,14 @@ class WatchCache:
         self._unseen.pop(key, None)
 
     def let_go_scheduledjob(self, key: Key) -> None:
-        """Sharded mode: another replica serves it now. Dropped with no tombstone: it was
-        not deleted, and a listing after this replica takes the shard back brings it in."""
-        entries = self._scheduledjobs
-        entries.objects.pop(key, None)
-        entries.heard.pop(key, None)
-        entries.confirmed.discard(key)
-        entries.versions.pop(key, None)
+        """Sharded mode: another replica serves it now. Dropped with its CronJob and Jobs,
+        with no tombstone: it was not deleted, and a listing after this replica takes the
+        shard back brings it all in."""
+        self._scheduledjobs.forget(key)
+        self._cronjobs.forget(key)
+        for job in self._jobs_by_owner.pop(key, set()):
+            self._jobs.forget(job)
+            self._pod_spans.pop(job, None)
         self._seen.pop(key, None)
         self._departed.pop(key, None)
         self._unseen.pop(key, None)
@@ -397,6 +406,15 @@ class WatchCache:
 
     def scheduledjob_keys(self) -> list[Key]:
         return list(self._scheduledjobs.objects)
+
+    def owners_held(self) -> set[Key]:
+        """Every ScheduledJob key the cache holds anything of: itself, its CronJob, Jobs."""
+        return {*self._scheduledjobs.objects, *self._cronjobs.objects, *self._jobs_by_owner}
+
+    def cached(self) -> dict[str, int]:
+        """Objects held, by resource (sundial_cached_objects)."""
+        held = (self._scheduledjobs, self._cronjobs, self._jobs)
+        return {kind: len(entries.objects) for kind, entries in zip(CACHED, held, strict=True)}
 
     def tombstone_count(self) -> int:
         return sum(len(e.tombstones) for e in (self._scheduledjobs, self._cronjobs, self._jobs))

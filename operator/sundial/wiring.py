@@ -28,7 +28,7 @@ from sundial.metrics import Metrics
 from sundial.planning.selector import parse_selector
 from sundial.podwatch import PodWatch
 from sundial.reconcile import Reconciler
-from sundial.relist import LISTINGS, fill_cache, keep_relisting, relist
+from sundial.relist import fill_cache, keep_relisting, relist
 from sundial.sharding import ShardCoordinator
 from sundial.watchcache import WatchCache
 from sundial.workqueue import WorkQueue
@@ -67,15 +67,19 @@ async def start(memo: kopf.Memo) -> None:
         lanes_limit=max(1, config.workers // 2),
     )
     metrics.watch_queue(queue.depth)
-    # Sharded mode (SUNDIAL_SHARDS): only the shards this replica holds are cached and served.
+    metrics.watch_cache(cache.cached)
+    # Sharded mode (SUNDIAL_SHARDS): only the shards this replica holds are cached (their
+    # ScheduledJobs, CronJobs and Jobs), and served once listed.
     shard: ShardCoordinator | None = memo.get("shard")
-    serves = None if shard is None else (lambda key: shard.serves(*key))
+    caches = None if shard is None else (lambda key: shard.caches(*key))
     # kopf starts watching only after start-up handlers: the cache is complete before
-    # the first reconcile, so no pass mistakes "not listed yet" for "missing".
+    # the first reconcile, so no pass mistakes "not listed yet" for "missing". A sharded
+    # replica holds no shard yet: each shard it takes is listed then (_serve_shards).
     began = time.monotonic()
-    await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"), serves)
-    log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
-             len(cache.scheduledjob_keys()))  # fmt: skip
+    if shard is None:
+        await fill_cache(kube, cache, config.namespaces, memo.selector, memo.get("health"))
+        log.info("cache filled in %.1fs: %d ScheduledJobs", time.monotonic() - began,
+                 len(cache.scheduledjob_keys()))  # fmt: skip
     if "health" in memo:
         memo.health.cache_filled = True
     for key in cache.scheduledjob_keys():
@@ -99,7 +103,7 @@ async def start(memo: kopf.Memo) -> None:
     ])  # fmt: skip
     memo.reconciler = reconciler = Reconciler(
         kube=kube, cache=cache, events=events, metrics=metrics, backends=backends,
-        serves=serves or (lambda key: True),
+        serves=(lambda key: True) if shard is None else (lambda key: shard.serves(*key)),
     )  # fmt: skip
     memo.grace = config.shutdown_grace_seconds
     memo.workers = [
@@ -109,7 +113,7 @@ async def start(memo: kopf.Memo) -> None:
     memo.tasks = [
         asyncio.create_task(queue.run_timer(), name="sundial-timer"),
         asyncio.create_task(
-            keep_relisting(kube, cache, queue, config.namespaces, memo.selector, serves)
+            keep_relisting(kube, cache, queue, config.namespaces, memo.selector, caches)
         ),
         asyncio.create_task(metrics.watch_loop_lag(), name="sundial-loop-lag"),
         asyncio.create_task(PodWatch(kube, cache, config.namespaces).run(), name="sundial-pods"),
@@ -129,10 +133,11 @@ def _serve_shards(
     config: OperatorConfig,
 ) -> None:
     """The coordinator's two moves, and its rounds among the operator's tasks. A shard
-    taken is listed into the cache and queued; a shard let go is dropped from the cache,
-    its passes queued (they find nothing to serve and forget it), and the Lease goes only
-    once the passes running on it have ended. The Temporal budget follows the share, so
-    the replicas together stay within SUNDIAL_TEMPORAL_REQUESTS_PER_SECOND."""
+    taken is listed into the cache (its ScheduledJobs, CronJobs and Jobs) and queued,
+    and served from then on; a shard let go is dropped from the cache, its passes queued
+    (they find nothing to serve and forget it), and the Lease goes only once the passes
+    running on it have ended. The Temporal budget follows the share, so the replicas
+    together stay within SUNDIAL_TEMPORAL_REQUESTS_PER_SECOND."""
     cache: WatchCache = memo.cache
     queue: WorkQueue[Key] = memo.queue
 
@@ -142,24 +147,27 @@ def _serve_shards(
 
     async def acquired(indices: tuple[int, ...]) -> None:
         share_budget()
-        # The ScheduledJobs alone: CronJobs and Jobs are cached whatever the shard.
-        scheduledjobs = tuple(kind for kind in LISTINGS if kind[0] == "scheduledjobs")
+        # One listing of each kind for all the shards taken (and those held already).
         while set(indices) & shard.held:
             try:
                 await relist(kube, cache, config.namespaces, memo.selector,
-                             lambda key: shard.serves(*key), scheduledjobs)  # fmt: skip
+                             lambda key: shard.caches(*key))  # fmt: skip
                 break
             except Exception as error:  # the shards are held: their objects must come in
                 log.warning("listing shards %s failed, again in 5s: %s", indices, error)
                 await asyncio.sleep(5.0)
+        # Served from the moment this returns (no await before it): the passes queued
+        # here find every object of theirs listed.
         for key in cache.scheduledjob_keys():
             if shard.shard(key) in indices:
                 queue.add(key)
 
     async def releasing(index: int) -> None:
-        for key in [k for k in cache.scheduledjob_keys() if shard.shard(k) == index]:
+        served = set(cache.scheduledjob_keys())
+        for key in [k for k in cache.owners_held() if shard.shard(k) == index]:
             cache.let_go_scheduledjob(key)
-            queue.add(key, urgent=True)
+            if key in served:
+                queue.add(key, urgent=True)
         await queue.passes_ended(lambda key: shard.shard(key) == index)
         share_budget()
 

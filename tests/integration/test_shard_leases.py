@@ -71,6 +71,14 @@ def test_replicas_share_the_shards_and_take_over_a_crashed_ones(
 
     async def scenario() -> None:
         a = coordinator("replica-a")
+        # While the shards taken are listed in, they are cached but not served yet: a
+        # pass before the listing ends would take "not listed yet" for "missing".
+        during_listing: list[tuple[set[int], set[int]]] = []
+
+        async def listing(shards: tuple[int, ...]) -> None:
+            during_listing.append((set(shards) & a.held, set(shards) & a.serving))
+
+        a.on_acquired = listing
         stop_a = asyncio.Event()
         run_a = asyncio.create_task(a.run(stop_a))
 
@@ -78,6 +86,8 @@ def test_replicas_share_the_shards_and_take_over_a_crashed_ones(
             return set((await holders()).values()) == {"replica-a"}
 
         await until(a_holds_all, "a lone replica holds every shard", 30)
+        assert during_listing[0] == (set(range(SHARDS)), set()), during_listing
+        await until(lambda: _now(a.serving == a.held), "served once listed", 10)
 
         # A second replica joins: the first lets half go, the second takes them; the
         # server never shows a shard without a holder for long, nor names a third.

@@ -296,6 +296,29 @@ def test_a_relist_takes_a_page_into_the_cache_before_it_asks_for_the_next() -> N
     assert len(cache.scheduledjob_keys()) == 2000
 
 
+def test_a_sharded_listing_keeps_only_the_cronjobs_and_jobs_of_scheduledjobs_it_caches() -> None:
+    """Sharded mode: another replica's objects (by their owner's namespace/name) are left
+    out of the cache, CronJobs and Jobs as well as ScheduledJobs."""
+    from sundial.relist import take_pages
+
+    def owned(name: str, owner: str, version: int) -> dict[str, Any]:
+        labels = {"sundial.dev/scheduledjob": owner, "app.kubernetes.io/managed-by": "sundial"}
+        return {"metadata": {"name": name, "namespace": "shop", "labels": labels,
+                             "resourceVersion": str(version)},
+                "status": {"active": [{"name": "x"}]}}  # fmt: skip
+
+    mine = ("shop", "mine")
+    cache = WatchCache()
+    listed: dict[str, set[Key]] = {"cronjobs": set(), "jobs": set()}
+    for kind, page in (
+        ("cronjobs", [owned("mine", "mine", 1), owned("theirs", "theirs", 2)]),
+        ("jobs", [owned("mine-1", "mine", 3), owned("theirs-1", "theirs", 4)]),
+    ):
+        asyncio.run(take_pages(cache, kind, pages_of(page), listed[kind], lambda k: k == mine))
+    assert cache.owners_held() == {mine}
+    assert listed == {"cronjobs": {mine}, "jobs": {("shop", "mine-1")}}
+
+
 def test_a_namespace_refused_in_a_relist_is_asked_once_not_once_per_kind() -> None:
     """Issue 25.5: the listings of each kind leave out the namespaces the apiserver
     refused earlier in the same re-list (relist.scopes). The refusals themselves, from

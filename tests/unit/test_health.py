@@ -44,7 +44,7 @@ def test_a_failing_first_listing_is_named_while_it_is_tried_again() -> None:
 
 def coordinator(held: set[int], conflict: str | None = None) -> ShardCoordinator:
     return ShardCoordinator(leases=cast(Any, None), namespace="ns", identity="a_1",
-                            shards=6, held=held, conflict=conflict)  # fmt: skip
+                            shards=6, held=held, serving=set(held), conflict=conflict)  # fmt: skip
 
 
 def test_a_sharded_replica_says_which_shards_it_serves() -> None:

@@ -309,3 +309,40 @@ def test_deleted_jobs_beyond_what_is_kept_are_counted_as_unseen_runs() -> None:
     assert cache.unseen_runs(OWNER) == 1
     cache.forget_departed(OWNER, set(), unseen=1)
     assert (cache.unseen_runs(OWNER), cache.departed_jobs(OWNER)) == (0, [])
+
+
+def test_a_scheduledjob_let_go_to_another_shard_takes_its_cronjob_and_jobs_along() -> None:
+    """Sharded mode: the replica that let the shard go keeps nothing of the object's (the
+    CronJob's copy, the Jobs' records, their slots), and leaves no tombstone: it was not
+    deleted, and a listing after the shard comes back brings it all in again."""
+    cache = WatchCache()
+    cache.put_scheduledjob({"metadata": {"name": "invoices", "namespace": "shop",
+                                         "resourceVersion": "5"}})  # fmt: skip
+    cronjob = {"metadata": {"name": "invoices", "namespace": "shop", "labels": LABELS,
+                            "resourceVersion": "6"}}  # fmt: skip
+    cache.put_cronjob(cronjob)
+    cache.put_job(
+        job("invoices-1", "2026-12-02T10:01:00Z")
+        | {
+            "metadata": {
+                **job("invoices-1", "2026-12-02T10:01:00Z")["metadata"],
+                "resourceVersion": "7",
+            }
+        }
+    )
+    assert cache.cached() == {"scheduledjobs": 1, "cronjobs": 1, "jobs": 1}
+    cache.let_go_scheduledjob(OWNER)
+    assert cache.cached() == {"scheduledjobs": 0, "cronjobs": 0, "jobs": 0}
+    assert (cache.cronjob(OWNER), cache.jobs(OWNER), cache.seen_slots(OWNER)) == (None, [], set())
+    cache.put_cronjob(cronjob)  # taken back: the same version is no stale news
+    assert cache.cronjob(OWNER) is not None
+
+
+def test_every_owner_held_is_known_whether_by_its_scheduledjob_cronjob_or_jobs() -> None:
+    cache = WatchCache()
+    other = {**LABELS, "sundial.dev/scheduledjob": "orphan"}
+    cache.put_cronjob({"metadata": {"name": "orphan", "namespace": "shop", "labels": other}})
+    cache.put_job(job("invoices-1", "2026-12-02T10:01:00Z"))
+    assert cache.owners_held() == {OWNER, ("shop", "orphan")}
+    cache.let_go_scheduledjob(("shop", "orphan"))
+    assert cache.owners_held() == {OWNER}
