@@ -103,6 +103,9 @@ class Reconciler:
         return len(self._written_status)
 
     async def __call__(self, key: Key) -> float | None:
+        return await self._pass(key, may_record=True)
+
+    async def _pass(self, key: Key, *, may_record: bool) -> float | None:
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
         #    One of a shard this replica no longer holds is let go the same way, unwritten.
@@ -146,7 +149,10 @@ class Reconciler:
             # The next pass acts on the object as written (its resourceVersion the lock of
             # the finalizer's patch), not on the older copy the watch may still be behind on.
             self.cache.put_scheduledjob(written, confirmed=True)
-            return 0.0
+            # It runs now, in this worker and lane turn: queued again, it waited behind
+            # every wake-up in its Temporal lane (a minute boundary's 400 describes at
+            # 10,000 objects: 35 s for a new object, where 0.8 s is the target).
+            return await self._pass(key, may_record=False) if may_record else 0.0
         except (ScheduleError, SpecProblem) as problem:
             self.metrics.spec_problem(key, sj.spec.backend, problem.reason)
             return await self._report_problem(key, sj, body, problem, now)
