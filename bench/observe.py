@@ -192,3 +192,13 @@ def histogram_quantile(buckets: dict[float, float], q: float) -> float:
         if total and buckets[bound] >= q * total:
             return bound
     return float("nan")
+
+
+def wait_for(what: str, check: object, timeout: float, every: float = 1.0) -> float:
+    """Seconds until `check()` holds; the bench stops, saying what, past `timeout`."""
+    began = time.monotonic()
+    while not check():  # type: ignore[operator]
+        if time.monotonic() - began > timeout:
+            raise SystemExit(f"{what}: not within {timeout:.0f} s")
+        time.sleep(every)
+    return time.monotonic() - began

@@ -51,6 +51,7 @@ from observe import (  # noqa: E402
     operator_requests,
     percentile,
     reads,
+    wait_for,
     writes,
 )
 from temporalio.client import (  # noqa: E402
@@ -179,15 +180,6 @@ def node_servers(stack: LocalStack) -> tuple[tuple[str, Any], ...]:
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def wait_for(what: str, check: object, timeout: float, every: float = 1.0) -> float:
-    began = time.monotonic()
-    while not check():  # type: ignore[operator]
-        if time.monotonic() - began > timeout:
-            raise SystemExit(f"{what}: not within {timeout:.0f} s")
-        time.sleep(every)
-    return time.monotonic() - began
 
 
 def profile(pid: int, seconds: int, out: Path) -> list[str]:
@@ -353,6 +345,7 @@ def run_size(
                          non_utc_share=args.non_utc_share, prefix="one")  # fmt: skip
         latencies = []
         by_backend: dict[str, list[float]] = {}
+        samples: list[tuple[float, str, str, str]] = []  # seconds, name, backend, created
         for item in extra:
             began_at = time.time()
             watch.custom.create_namespaced_custom_object(
@@ -365,8 +358,12 @@ def run_size(
             wait_for(f"{item.name} Ready", lambda n=item.name: watch.ready_at(n), 120, every=0.02)
             latencies.append(watch.ready_at(item.name) - began_at)  # type: ignore[operator]
             by_backend.setdefault(item.backend, []).append(latencies[-1])
+            created = datetime.fromtimestamp(began_at, UTC)
+            samples.append((latencies[-1], item.name, item.backend, f"{created:%H:%M:%S}"))
         result |= {"one_more_p50_s": percentile(latencies, 0.5),
-                   "one_more_p99_s": percentile(latencies, 0.99)}  # fmt: skip
+                   "one_more_p99_s": percentile(latencies, 0.99),
+                   # The slowest, with when each was created: to find them in the logs.
+                   "one_more_slowest": sorted(samples, reverse=True)[:5]}  # fmt: skip
         for backend, times in by_backend.items():
             result[f"one_more_{backend}_p50_s"] = percentile(times, 0.5)
             result[f"one_more_{backend}_max_s"] = max(times)

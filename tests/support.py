@@ -685,6 +685,21 @@ def faulted_operator(
     return OperatorProcess(env, stack.log_dir / f"operator-{name}.log")
 
 
+def accepted_writes(audit_log: Path, user: str) -> list[dict[str, Any]]:
+    """The writes `user` made that the apiserver accepted, by its audit log."""
+    return [
+        event for event in audit_events(audit_log)
+        if (event.get("user") or {}).get("username") == user
+        and event.get("verb") in {"create", "update", "patch", "delete"}
+        and (event.get("responseStatus") or {}).get("code", 200) < 300
+    ]  # fmt: skip
+
+
+def received(event: dict[str, Any]) -> datetime:
+    """When the apiserver received an audited request."""
+    return parse_time(event["requestReceivedTimestamp"])
+
+
 def created_by(audit_log: Path, resource: str, namespace: str, user: str) -> list[dict[str, Any]]:
     """The creates of a resource in a namespace that `user` made and the apiserver accepted,
     by its audit log: ground truth, not what anyone's status says."""

@@ -52,6 +52,10 @@ class _Gone(Exception):
     """The cached ScheduledJob is not (or no longer) the one on the server."""
 
 
+async def _already_confirmed() -> None:
+    return None
+
+
 class _RecordFirst(Exception):
     """The backend is about to make something at a place status does not name: this pass
     writes `status` (the place in pendingBackendRef) and ends; the next one makes it."""
@@ -103,9 +107,10 @@ class Reconciler:
         return len(self._written_status)
 
     async def __call__(self, key: Key) -> float | None:
-        return await self._pass(key, may_record=True)
+        return await self._pass(key, recorded=False)
 
-    async def _pass(self, key: Key, *, may_record: bool) -> float | None:
+    async def _pass(self, key: Key, *, recorded: bool) -> float | None:
+        """`recorded`: this pass follows its own record's status write in the same call."""
         # 1. Load the ScheduledJob from the watch cache; gone means nothing to do (the
         #    garbage collector removes the CronJob; the finalizer already took the schedule).
         #    One of a shard this replica no longer holds is let go the same way, unwritten.
@@ -137,7 +142,7 @@ class Reconciler:
         verdict = pausing.in_force(sj, now)
         try:
             as_run = pausing.held(spread.resolved(sj), verdict.pause)
-            outcome = await self._bring_in_step(Pass(key, as_run, now))
+            outcome = await self._bring_in_step(Pass(key, as_run, now), recorded)
         except _Gone:
             log.info("%s/%s is gone from the server; nothing is made for it", *key)
             return 0.0
@@ -152,7 +157,7 @@ class Reconciler:
             # It runs now, in this worker and lane turn: queued again, it waited behind
             # every wake-up in its Temporal lane (a minute boundary's 400 describes at
             # 10,000 objects: 35 s for a new object, where 0.8 s is the target).
-            return await self._pass(key, may_record=False) if may_record else 0.0
+            return 0.0 if recorded else await self._pass(key, recorded=True)
         except (ScheduleError, SpecProblem) as problem:
             self.metrics.spec_problem(key, sj.spec.backend, problem.reason)
             return await self._report_problem(key, sj, body, problem, now)
@@ -266,7 +271,7 @@ class Reconciler:
         written = self._written_status.read(key, self.cache.scheduledjob_version(key))
         return body if written is None else {**body, "status": written}
 
-    async def _bring_in_step(self, p: Pass) -> Outcome:
+    async def _bring_in_step(self, p: Pass, recorded: bool = False) -> Outcome:
         """The backend spec.backend names, brought in step, through the phases of
         planning/switching.py: a switch retires the old backend only once the new one has
         accepted the object, so a refusal leaves the old one running (status: Switching
@@ -275,7 +280,10 @@ class Reconciler:
         p.table  # noqa: B018  (a schedule that cannot be parsed stops the pass before any write)
         new = self.backend(sj.spec.backend)
         others = [backend for backend in self.backends if backend is not new]
-        p, prepared = await new.prepare(p, lambda: self._confirm_exists(key, p.sj))
+        # Right after its record's status write, the object is known to exist: the write
+        # found it, with the finalizer that keeps it until its schedule is deleted.
+        confirm = _already_confirmed if recorded else lambda: self._confirm_exists(key, p.sj)
+        p, prepared = await new.prepare(p, confirm)
         if (place := new.unrecorded(prepared)) is not None:
             # Decide, record, then act: a create whose answer or status write is lost must
             # still be found by the next pass, wherever the spec points by then.

@@ -111,7 +111,8 @@ class ShardCoordinator:
         )  # fmt: skip
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Rounds until `stop`; then every shard is let go (served no more, released)."""
+        """Rounds until `stop`; then every shard is let go (served no more, released),
+        unless one was lost."""
         try:
             while not stop.is_set() and not self.lost.is_set():
                 try:
@@ -123,9 +124,13 @@ class ShardCoordinator:
                     async with asyncio.timeout(delay):
                         await stop.wait()
         finally:
-            for shard in sorted(self.held):
-                await self._release(shard)
-            await self._member.release()
+            # Lost: the Lease route failed, and releasing through it would hold the exit
+            # for its timeouts (43 s seen through a stalled relay). The shards still held
+            # expire within the lease duration and are taken then.
+            if not self.lost.is_set():
+                for shard in sorted(self.held):
+                    await self._release(shard)
+                await self._member.release()
 
     async def round(self) -> None:
         if await self._member.try_acquire_or_renew():

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +19,13 @@ from localstack.sundial_setup import CLUSTER_RESOURCE_NAMESPACE
 from support import (
     Kubectl,
     OperatorProcess,
-    audit_events,
+    accepted_writes,
     eventually,
     faulted_operator,
     in_shard,
     kubernetes_scheduledjob,
     lease_holder,
-    parse_time,
+    received,
 )
 
 pytestmark = pytest.mark.cluster
@@ -43,22 +41,9 @@ def holder(kubectl: Kubectl) -> str:
     return lease_holder(kubectl, LEASE, CLUSTER_RESOURCE_NAMESPACE)
 
 
-def accepted_writes(audit_log: Path, user: str) -> list[dict[str, Any]]:
-    return [
-        event for event in audit_events(audit_log)
-        if (event.get("user") or {}).get("username") == user
-        and event.get("verb") in {"create", "update", "patch", "delete"}
-        and (event.get("responseStatus") or {}).get("code", 200) < 300
-    ]  # fmt: skip
-
-
 def is_lease(event: dict[str, Any]) -> bool:
     ref = event.get("objectRef") or {}
     return bool(ref.get("resource") == "leases" and ref.get("name") == LEASE)
-
-
-def received(event: dict[str, Any]) -> datetime:
-    return parse_time(event["requestReceivedTimestamp"])
 
 
 def test_a_leader_whose_lease_answers_are_slow_stops_writing_before_the_standby_leads(

@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,7 @@ from sundial.planning.shards import parse_shard_lease, shard_of
 from support import (
     Kubectl,
     OperatorProcess,
+    accepted_writes,
     audit_events,
     eventually,
     faulted_operator,
@@ -29,6 +32,7 @@ from support import (
     kubernetes_scheduledjob,
     no_retry_job,
     ready,
+    received,
     sample,
     scrape,
     shard_holders,
@@ -37,6 +41,8 @@ from support import (
 pytestmark = pytest.mark.cluster
 
 SHARD = "sharded"
+FENCED = "shard-fence"
+STALLED = "shard-fence-a"  # its own user: what it wrote is told apart
 MANAGED = "app.kubernetes.io/managed-by=sundial"
 SHARDS = 4
 OBJECTS = 12
@@ -87,10 +93,12 @@ def own_listings(audit_log: Path, replica: str) -> Counter[str]:
     )
 
 
-def reschedule(kubectl: Kubectl, namespace: str, names: list[str], schedule: str) -> None:
+def reschedule(
+    kubectl: Kubectl, namespace: str, names: list[str], schedule: str, *, check: bool = True
+) -> None:
     for name in names:
         kubectl.run("patch", "scheduledjob", name, "-n", namespace, "--type=merge",
-                    "-p", json.dumps({"spec": {"schedule": schedule}}))  # fmt: skip
+                    "-p", json.dumps({"spec": {"schedule": schedule}}), check=check)  # fmt: skip
 
 
 def cached(operator: OperatorProcess, resource: str) -> float:
@@ -258,3 +266,81 @@ def test_two_replicas_given_one_name_by_mistake_still_split_the_shards(
     finally:
         for twin in twins:
             twin.stop()
+
+
+def test_a_replica_that_cannot_renew_its_shards_stops_writing_before_another_takes_them(
+    kubectl: Kubectl, stack: LocalStack, crd_installed: None, namespace: str,
+    stopped_after: list[OperatorProcess],
+) -> None:  # fmt: skip
+    """A replica whose Lease requests stall (its Lease client goes through a relay that
+    holds every answer past the client's timeout; its other calls go directly and keep
+    writing) loses its shards: it stops at its renew deadline and exits 1, and the other
+    takes them once their Leases have stood still. Judged by the audit log: no write of
+    the stalled replica's user came after the other's first write to one of its shard
+    Leases."""
+    relay = stack.faults.apiserver_relay("shard-fence")
+    settings = {"shards": str(SHARDS), "leader_election_namespace": namespace}
+    # b as the audited user: its Lease writes in the test's namespace are kept too.
+    lease_route = stack.faults.kubeconfig(STALLED, via=relay)
+    a = faulted_operator(stack, "fence-a", FENCED, user=STALLED,
+                         leader_election_kubeconfig=str(lease_route), **settings)  # fmt: skip
+    b = faulted_operator(stack, "fence-b", FENCED, user=AUDITED_USER, **settings)
+    stopped_after.extend([a, b])
+    names = [f"fenced-{i}" for i in range(8)]
+    a.start()
+    eventually(lambda: set(holders(kubectl, namespace).values()) == {"fence-a"},
+               timeout=60, what="a lone replica holds every shard")  # fmt: skip
+    b.start()
+    split = eventually(
+        lambda: sorted((held := holders(kubectl, namespace)).values())
+        == ["fence-a"] * 2 + ["fence-b"] * 2 and held,
+        timeout=60, what="the shards split two and two",
+    )  # fmt: skip
+    a_shards = {shard for shard, holder in split.items() if holder == "fence-a"}
+    for name in names:
+        job = kubernetes_scheduledjob(name, namespace, {"image": "registry.example/fenced:1"},
+                                      schedule="0 0 1 1 *")  # fmt: skip
+        kubectl.apply(in_shard(job, FENCED))
+
+    stop = threading.Event()
+
+    def keep_changing() -> None:  # both replicas write up to the moment one stops
+        minute = 0
+        while not stop.is_set():
+            minute = (minute + 1) % 60
+            reschedule(kubectl, namespace, names, f"{minute} 0 1 1 *", check=False)
+            stop.wait(0.5)
+
+    changer = threading.Thread(target=keep_changing, daemon=True)
+    changer.start()
+    audit = stack.log_dir / "audit.log"
+    try:
+        eventually(lambda: any(not is_lease(e) for e in accepted_writes(audit, STALLED)),
+                   timeout=60, what="a writes while it holds its shards")  # fmt: skip
+        relay.latency(7.0, "answer")  # past the Lease client's timeout (5 s)
+        eventually(lambda: set(holders(kubectl, namespace).values()) == {"fence-b"},
+                   timeout=90, interval=0.2, what="b takes the stalled one's shards")  # fmt: skip
+        assert a.proc is not None
+        assert a.proc.wait(timeout=30) == 1, "losing a shard ends the process non-zero"
+        a.proc = None
+    finally:
+        stop.set()
+        changer.join(timeout=30)
+        relay.resume()
+
+    taken_over = min(
+        received(e) for e in accepted_writes(audit, AUDITED_USER)
+        if (parsed := parse_shard_lease(e["objectRef"].get("name", ""))) is not None
+        and e["objectRef"].get("resource") == "leases" and parsed[0] in a_shards
+    )  # fmt: skip
+    late = [(e["verb"], e["objectRef"].get("name"), e["requestReceivedTimestamp"])
+            for e in accepted_writes(audit, STALLED)
+            if not is_lease(e) and received(e) >= taken_over]  # fmt: skip
+    assert not late, late
+    last = max(received(e) for e in accepted_writes(audit, STALLED) if not is_lease(e))
+    print(f"the stalled replica's last write {(taken_over - last).total_seconds():.1f}s "
+          "before the other took its first shard")  # fmt: skip
+
+
+def is_lease(event: dict[str, Any]) -> bool:
+    return (event.get("objectRef") or {}).get("resource") == "leases"
