@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -159,7 +160,14 @@ async def run_kopf(
         wait.cancel()
     if shard is not None:
         shard.leases.close()
-    return 1 if lost else 0
+    if lost:
+        # Out now, as kube-controller-manager does on a lost Lease (klog.FlushAndExit):
+        # asyncio.run would wait for the Lease client's threads, still retrying requests
+        # through the route that failed (a sharded replica holds several: 40 s and more
+        # seen through a stalled relay), and the kubelet restarts the Pod either way.
+        logging.shutdown()
+        os._exit(1)
+    return 0
 
 
 if __name__ == "__main__":

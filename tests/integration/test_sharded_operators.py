@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,7 @@ def test_a_replica_that_cannot_renew_its_shards_stops_writing_before_another_tak
     takes them once their Leases have stood still. Judged by the audit log: no write of
     the stalled replica's user came after the other's first write to one of its shard
     Leases."""
+    began = datetime.now(UTC)
     relay = stack.faults.apiserver_relay("shard-fence")
     settings = {"shards": str(SHARDS), "leader_election_namespace": namespace}
     # b as the audited user: its Lease writes in the test's namespace are kept too.
@@ -328,16 +330,21 @@ def test_a_replica_that_cannot_renew_its_shards_stops_writing_before_another_tak
         changer.join(timeout=30)
         relay.resume()
 
+    # This run's writes in this namespace only: the audited user is other tests' too.
+    def here(e: dict[str, Any]) -> bool:
+        return received(e) >= began and e["objectRef"].get("namespace") == namespace
+
+    b_writes = [e for e in accepted_writes(audit, AUDITED_USER) if here(e)]
+    a_writes = [e for e in accepted_writes(audit, STALLED) if here(e) and not is_lease(e)]
     taken_over = min(
-        received(e) for e in accepted_writes(audit, AUDITED_USER)
+        received(e) for e in b_writes
         if (parsed := parse_shard_lease(e["objectRef"].get("name", ""))) is not None
         and e["objectRef"].get("resource") == "leases" and parsed[0] in a_shards
     )  # fmt: skip
     late = [(e["verb"], e["objectRef"].get("name"), e["requestReceivedTimestamp"])
-            for e in accepted_writes(audit, STALLED)
-            if not is_lease(e) and received(e) >= taken_over]  # fmt: skip
+            for e in a_writes if received(e) >= taken_over]  # fmt: skip
     assert not late, late
-    last = max(received(e) for e in accepted_writes(audit, STALLED) if not is_lease(e))
+    last = max(received(e) for e in a_writes)
     print(f"the stalled replica's last write {(taken_over - last).total_seconds():.1f}s "
           "before the other took its first shard")  # fmt: skip
 
