@@ -271,7 +271,7 @@ class Reconciler:
         written = self._written_status.read(key, self.cache.scheduledjob_version(key))
         return body if written is None else {**body, "status": written}
 
-    async def _bring_in_step(self, p: Pass, recorded: bool = False) -> Outcome:
+    async def _bring_in_step(self, p: Pass, recorded: bool) -> Outcome:
         """The backend spec.backend names, brought in step, through the phases of
         planning/switching.py: a switch retires the old backend only once the new one has
         accepted the object, so a refusal leaves the old one running (status: Switching

@@ -62,6 +62,15 @@ def holders(kubectl: Kubectl, namespace: str, shards: int = SHARDS) -> dict[int,
     return shard_holders(kubectl, namespace, shards)
 
 
+def split_two_and_two(kubectl: Kubectl, namespace: str, first: str, second: str) -> dict[int, str]:
+    """Each shard's holder once the two replicas hold two shards each."""
+    return eventually(
+        lambda: sorted((held := holders(kubectl, namespace)).values())
+        == [first] * 2 + [second] * 2 and held,
+        timeout=60, what="the shards split two and two",
+    )  # fmt: skip
+
+
 def writes(audit_log: Path, namespace: str) -> list[tuple[str, str, str]]:
     """(object name, what, writer) of each accepted write to the namespace's CronJobs and
     ScheduledJob statuses, in the order the apiserver took them."""
@@ -144,11 +153,7 @@ def test_two_replicas_split_the_shards_and_one_takes_over_a_killed_ones(
 
         # A second replica joins; the first is not restarted.
         b.start()
-        split = eventually(
-            lambda: sorted((held := holders(kubectl, namespace)).values())
-            == ["shard-a"] * 2 + ["shard-b"] * 2 and held,
-            timeout=60, what="the shards split two and two",
-        )  # fmt: skip
+        split = split_two_and_two(kubectl, namespace, "shard-a", "shard-b")
         # Each caches its own shards' ScheduledJobs, CronJobs and Jobs only: together,
         # every Sundial CronJob of the cluster once (other tests' too: the cut is by the
         # owner's namespace/name, whatever the label selector).
@@ -293,11 +298,7 @@ def test_a_replica_that_cannot_renew_its_shards_stops_writing_before_another_tak
     eventually(lambda: set(holders(kubectl, namespace).values()) == {"fence-a"},
                timeout=60, what="a lone replica holds every shard")  # fmt: skip
     b.start()
-    split = eventually(
-        lambda: sorted((held := holders(kubectl, namespace)).values())
-        == ["fence-a"] * 2 + ["fence-b"] * 2 and held,
-        timeout=60, what="the shards split two and two",
-    )  # fmt: skip
+    split = split_two_and_two(kubectl, namespace, "fence-a", "fence-b")
     a_shards = {shard for shard, holder in split.items() if holder == "fence-a"}
     for name in names:
         job = kubernetes_scheduledjob(name, namespace, {"image": "registry.example/fenced:1"},
