@@ -91,6 +91,39 @@ def temporal(stack: LocalStack) -> Iterator[TemporalSide]:
     side.close()
 
 
+# ---- the shared timeline: scenarios that wait on minute slots, started together ---------
+
+import shared_timeline  # noqa: E402
+from support import Background  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The shared timeline's tests run back to back: nothing else (no other test's fault on
+    # a shared server) runs beside their scenarios.
+    shared_timeline.ordered(items)
+
+
+@pytest.fixture(scope="session")
+def timeline(
+    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide,
+    request: pytest.FixtureRequest,
+) -> Iterator[shared_timeline.SharedTimeline]:  # fmt: skip
+    servers = shared_timeline.Servers(stack, kubectl, operator, temporal)
+    running = shared_timeline.SharedTimeline(servers, request.session.items)
+    yield running
+    running.close()  # a run stopped early (-x, a timeout) has not closed it
+
+
+@pytest.fixture
+def scenario(
+    timeline: shared_timeline.SharedTimeline, request: pytest.FixtureRequest
+) -> Iterator[Background]:
+    """This test's scenario on the shared timeline (tests/shared_timeline.py), already
+    running beside the others: the test joins it."""
+    yield timeline.scenario(request.node.name)
+    timeline.done(request.node.name)
+
+
 # ---- on failure, say where the servers' logs are ---------------------------------
 
 

@@ -148,15 +148,19 @@ class Background:
 
 @contextlib.contextmanager
 def scenarios_started(
-    kubectl: Kubectl, request: Any, made: dict[str, Callable[[str], None]], seconds: float
+    kubectl: Kubectl, made: dict[str, Callable[[str], None]], seconds: float
 ) -> Iterator[dict[str, Background]]:
-    """The scenarios of the selected tests (by test name), each in a fresh namespace and a
-    thread of its own, started together so that their waits overlap; each test joins its
-    own. When the block ends they are joined, before their namespaces go."""
-    selected = [item.name for item in request.session.items if item.name in made]
+    """The scenarios (by test name), each in a fresh namespace and a thread of its own,
+    started together so that their waits overlap; each test joins its own. When the block
+    ends they are joined, before their namespaces go. A parametrized test's namespace is
+    named after its case (`test_x[case]`: t-case)."""
+
+    def named(test: str) -> str:
+        return namespace_name(test.partition("[")[2].rstrip("]") or test)
+
     with contextlib.ExitStack() as namespaces:
-        where = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
-                 for test in selected}  # fmt: skip
+        where = {test: namespaces.enter_context(fresh_namespace(kubectl, named(test)))
+                 for test in made}  # fmt: skip
         running = {test: Background(functools.partial(made[test], ns))
                    for test, ns in where.items()}  # fmt: skip
         yield running

@@ -5,8 +5,9 @@ outcome. Most runs are started with run-now requests (a trigger of the object's 
 schedule) so that few tests wait for a slot; ground truth is the apiserver's audit log and
 Temporal's own record of the workflows.
 
-Every scenario starts with the module, each in a namespace of its own, so that their waits
-overlap (the flip's minute slots are the longest); each test joins its own scenario. The
+Every scenario starts at once on the shared timeline (tests/shared_timeline.py), each in a
+namespace of its own, so that their waits overlap (the flip's minute slots are the longest)
+with one another's and the other modules' there; each test joins its own scenario. The
 two that stop or kill a worker run their own worker and operator (a shard, a schedule-id
 prefix, a task queue of their own), so no other scenario's run meets that fault."""
 
@@ -18,7 +19,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -31,6 +32,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.service import RPCError
 
 from localstack import LocalStack
+from shared_timeline import Servers
 from sundial.planning.run_job import run_job_name
 from support import (
     OPERATOR_NAMESPACE,
@@ -44,10 +46,8 @@ from support import (
     deleted_jobs,
     eventually,
     faulted_operator,
-    fresh_namespace,
     in_shard,
     job_slots,
-    namespace_name,
     no_retry_job,
     one_create_per_job,
     owned_jobs,
@@ -76,37 +76,29 @@ ANSWER_DELAY_SECONDS = 8
 LONG_RUN_SECONDS = 75
 
 
-@pytest.fixture(scope="module")
-def sundial_worker(stack: LocalStack, operator: OperatorProcess) -> Iterator[OperatorProcess]:
-    if not stack.with_node:
-        pytest.skip("a container job needs a node to run on")
-    worker = OperatorProcess.on(stack, "worker", args=("worker",))
-    worker.start()
-    yield worker
-    worker.stop()
-
-
 SCENARIO_SECONDS = 480  # the longest, the flip: M1 up to 80 s away, three slots, settling
 
 
-@pytest.fixture(scope="module")
-def scenarios(
-    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide,
-    sundial_worker: OperatorProcess, request: pytest.FixtureRequest,
-) -> Iterator[dict[str, Background]]:  # fmt: skip
-    """The selected tests' scenarios, all started at once, each in a namespace of its own,
-    so that their waits (minute slots, runs on the node, a worker's outage) overlap; each
-    test joins its own. The two that stop or kill a worker have one of their own."""
-    selected = [item.callspec.params["scenario"] for item in request.session.items
-                if item.originalname == "test_job_on_temporal"]  # fmt: skip
-    with ExitStack() as namespaces:
-        made = {test: namespaces.enter_context(fresh_namespace(kubectl, namespace_name(test)))
-                for test in selected}  # fmt: skip
-        running = {test: Background(partial(SCENARIOS[test], stack, kubectl, temporal, ns))
-                   for test, ns in made.items()}  # fmt: skip
-        yield running
-        for background in running.values():  # before their namespaces go
-            background.thread.join(SCENARIO_SECONDS)
+@contextmanager
+def on_the_timeline(servers: Servers) -> Iterator[dict[str, Callable[[str], None]]]:
+    """Every scenario, by test name, for the shared timeline (tests/shared_timeline.py),
+    with the session's worker beside the session's operator. The two that stop or kill a
+    worker have one of their own."""
+    stack, kubectl, temporal = servers.stack, servers.kubectl, servers.temporal
+    if not stack.with_node:
+        yield {f"test_job_on_temporal[{case}]": needs_a_node for case in SCENARIOS}
+        return
+    worker = OperatorProcess.on(stack, "worker", args=("worker",))
+    worker.start()
+    try:
+        yield {f"test_job_on_temporal[{case}]": partial(story, stack, kubectl, temporal)
+               for case, story in SCENARIOS.items()}  # fmt: skip
+    finally:
+        worker.stop()
+
+
+def needs_a_node(namespace: str) -> None:
+    pytest.skip("a container job needs a node to run on")
 
 
 @contextmanager
@@ -902,6 +894,6 @@ SCENARIOS: dict[str, Callable[[LocalStack, Kubectl, TemporalSide, str], None]] =
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_job_on_temporal(scenario: str, scenarios: dict[str, Background]) -> None:
-    scenarios[scenario].join(SCENARIO_SECONDS)
+@pytest.mark.parametrize("case", list(SCENARIOS))
+def test_job_on_temporal(case: str, scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)

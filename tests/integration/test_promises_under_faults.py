@@ -4,13 +4,18 @@ relay) and judged by ground truth: the apiserver's objects and its audit log."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from localstack import LocalStack
+from shared_timeline import Servers
 from support import (
+    Background,
     Kubectl,
     OperatorProcess,
     consistently,
@@ -108,45 +113,68 @@ def _run_now(kubectl: Kubectl, name: str, namespace: str, request_id: str) -> No
                 f"sundial.dev/run-now={request_id}")  # fmt: skip
 
 
+# The bound the test had alone (pytest's timeout): each step has its own deadline within.
+SCENARIO_SECONDS = 600
+
+
+@contextmanager
+def on_the_timeline(servers: Servers) -> Iterator[dict[str, Callable[[str], None]]]:
+    """The run-now's scenario for the shared timeline (tests/shared_timeline.py): 45 s of
+    watching that no second Job is made, overlapping the others' waits."""
+    yield {
+        "test_a_run_now_makes_one_job_while_its_status_writes_are_refused": partial(
+            one_job_while_status_writes_are_refused, servers.stack, servers.kubectl
+        )
+    }
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
 def test_a_run_now_makes_one_job_while_its_status_writes_are_refused(
-    stack: LocalStack, kubectl: Kubectl, crd_installed: None, namespace: str,
-    stopped_after: list[OperatorProcess],
-) -> None:  # fmt: skip
+    scenario: Background,
+) -> None:
+    scenario.join(SCENARIO_SECONDS)
+
+
+def one_job_while_status_writes_are_refused(
+    stack: LocalStack, kubectl: Kubectl, namespace: str
+) -> None:
     """Defect 3: a run-now's Job was named by the time of the pass that first saw it; with
     the status write after the create refused, every retry made another Job (15 in 60 s).
     Judged by the audit log's Job creates, while the admission policy refuses the writes."""
     user = "fault-runnow"
     operator = faulted_operator(stack, "runnow", "runnow", user=user)
-    stopped_after.append(operator)
     operator.start()
-    name = "run-once"
-    job = no_retry_job(stack.images["busybox"], "sleep 5")
-    kubectl.apply(
-        in_shard(
-            kubernetes_scheduledjob(
-                name, namespace, job, schedule="0 0 1 1 *", concurrencyPolicy="Allow"
-            ),
-            "runnow",
+    try:
+        name = "run-once"
+        job = no_retry_job(stack.images["busybox"], "sleep 5")
+        kubectl.apply(
+            in_shard(
+                kubernetes_scheduledjob(
+                    name, namespace, job, schedule="0 0 1 1 *", concurrencyPolicy="Allow"
+                ),
+                "runnow",
+            )
         )
-    )
-    eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
-    with stack.faults.deny(
-        "no-runnow-status", resources=["scheduledjobs/status"], api_groups=["sundial.dev"],
-        operations=["UPDATE"], resource_names=[name], namespace=namespace, users=[user],
-    ):  # fmt: skip
-        _run_now(kubectl, name, namespace, "once")
-        eventually(lambda: created_by(audit_log(stack), "jobs", namespace, user),
-                   what="the run-now's Job created", timeout=60)  # fmt: skip
-        # Passes keep failing on the status write and are retried (1, 2, 4, 8, 16 s).
+        eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
+        with stack.faults.deny(
+            "no-runnow-status", resources=["scheduledjobs/status"], api_groups=["sundial.dev"],
+            operations=["UPDATE"], resource_names=[name], namespace=namespace, users=[user],
+        ):  # fmt: skip
+            _run_now(kubectl, name, namespace, "once")
+            eventually(lambda: created_by(audit_log(stack), "jobs", namespace, user),
+                       what="the run-now's Job created", timeout=60)  # fmt: skip
+            # Passes keep failing on the status write and are retried (1, 2, 4, 8, 16 s).
+            consistently(lambda: len(created_by(audit_log(stack), "jobs", namespace, user)) == 1,
+                         duration=35, interval=1)  # fmt: skip
+        status: dict[str, Any] = eventually(
+            lambda: (s := sj_status(kubectl, name, namespace)).get("requests") and s,
+            what="the request in status once writes pass",
+        )
+        assert [(r["id"], r["outcome"]) for r in status["requests"]] == [("once", "Done")]
         consistently(lambda: len(created_by(audit_log(stack), "jobs", namespace, user)) == 1,
-                     duration=35, interval=1)  # fmt: skip
-    status: dict[str, Any] = eventually(
-        lambda: (s := sj_status(kubectl, name, namespace)).get("requests") and s,
-        what="the request in status once writes pass",
-    )
-    assert [(r["id"], r["outcome"]) for r in status["requests"]] == [("once", "Done")]
-    consistently(lambda: len(created_by(audit_log(stack), "jobs", namespace, user)) == 1,
-                 duration=10, interval=1)  # fmt: skip
+                     duration=10, interval=1)  # fmt: skip
+    finally:
+        operator.stop()
 
 
 def test_an_overlong_request_annotation_is_refused_and_the_object_keeps_working(

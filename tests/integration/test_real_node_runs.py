@@ -12,17 +12,18 @@
 - a job that fails every slot is paused by failurePolicy.pauseAfter (issue 30), although the
   apiserver refuses the CronJob's suspend for a while; `kubectl sundial resume` lifts it.
 
-Each is a scenario on one timeline of minute slots, some four minutes of waiting. The
-fixture `timelines` starts the scenarios at once, each in its own namespace and thread, so
-that all are applied before the same first slot M1 and their waits overlap; each test joins
-its own scenario, which raises what the scenario found (its assertion, with its message), as
-if the test had run it."""
+Each is a scenario of minute slots, some four minutes of waiting, on the shared timeline
+(tests/shared_timeline.py): all start at once, each in its own namespace and thread, so
+that all are applied before the same first slot M1 and their waits overlap those of every
+other scenario there; each test joins its own scenario, which raises what the scenario
+found (its assertion, with its message), as if the test had run it."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 
 from localstack import LocalStack
+from shared_timeline import Servers
 from support import (
     Background,
     Kubectl,
@@ -44,7 +46,6 @@ from support import (
     owned_jobs,
     parse_time,
     sample,
-    scenarios_started,
     scrape,
     sj_status,
     wait_until,
@@ -61,14 +62,13 @@ SCENARIO_SECONDS = 600
 SHORT_RUN_SECONDS = 4.0
 
 
-@pytest.fixture(scope="module")
-def timelines(
-    stack: LocalStack, kubectl: Kubectl, operator: OperatorProcess, request: pytest.FixtureRequest
-) -> Iterator[dict[str, Background]]:
-    """The scenarios of the selected tests, started together, by test name. Each picks its
-    M1 as the first slot at least 20 s after it starts: the same slot for both, as they
-    start within milliseconds of each other, once both namespaces exist."""
-    scenarios: dict[str, Callable[[str], None]] = {
+@contextmanager
+def on_the_timeline(servers: Servers) -> Iterator[dict[str, Callable[[str], None]]]:
+    """The scenarios, by test name, for the shared timeline (tests/shared_timeline.py). Each
+    picks its M1 as the first slot at least 20 s after it starts: the same slot for all,
+    as they start within milliseconds of each other, once their namespaces exist."""
+    stack, kubectl, operator = servers.stack, servers.kubectl, servers.operator
+    yield {
         "test_replace_ttl_forbid_and_deadlines_on_a_real_node":
             partial(replace_ttl_forbid_and_deadlines, stack, kubectl),
         "test_outcomes_durations_thresholds_and_signals_on_a_real_node":
@@ -80,47 +80,33 @@ def timelines(
         "test_a_job_failing_every_slot_is_paused_by_its_failure_policy":
             partial(paused_by_its_failure_policy, stack, kubectl),
     }  # fmt: skip
-    with scenarios_started(kubectl, request, scenarios, SCENARIO_SECONDS) as running:
-        yield running
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
-def test_replace_ttl_forbid_and_deadlines_on_a_real_node(
-    timelines: dict[str, Background],
-) -> None:
-    timelines["test_replace_ttl_forbid_and_deadlines_on_a_real_node"].join(SCENARIO_SECONDS)
+def test_replace_ttl_forbid_and_deadlines_on_a_real_node(scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
-def test_outcomes_durations_thresholds_and_signals_on_a_real_node(
-    timelines: dict[str, Background],
-) -> None:
-    timelines["test_outcomes_durations_thresholds_and_signals_on_a_real_node"].join(
-        SCENARIO_SECONDS
-    )
+def test_outcomes_durations_thresholds_and_signals_on_a_real_node(scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
 def test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once(
-    timelines: dict[str, Background],
+    scenario: Background,
 ) -> None:
-    timelines["test_an_imported_cronjob_adopted_between_slots_runs_each_slot_once"].join(
-        SCENARIO_SECONDS
-    )
+    scenario.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
-def test_a_slot_whose_job_create_was_refused_is_missed(timelines: dict[str, Background]) -> None:
-    timelines["test_a_slot_whose_job_create_was_refused_is_missed"].join(SCENARIO_SECONDS)
+def test_a_slot_whose_job_create_was_refused_is_missed(scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)
 
 
 @pytest.mark.timeout(SCENARIO_SECONDS + 60)
-def test_a_job_failing_every_slot_is_paused_by_its_failure_policy(
-    timelines: dict[str, Background],
-) -> None:
-    timelines["test_a_job_failing_every_slot_is_paused_by_its_failure_policy"].join(
-        SCENARIO_SECONDS
-    )
+def test_a_job_failing_every_slot_is_paused_by_its_failure_policy(scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)
 
 
 # ---- failure policy (issue 30) -----------------------------------------------------------
@@ -536,9 +522,12 @@ def refused_job_create(stack: LocalStack, kubectl: Kubectl, namespace: str) -> N
     FailedCreate Event names the Job it could not make, and is no evidence that the slot
     ran (the look beyond the watch cache read any Event naming a Job as a run)."""
     name = "refused"
-    # No node needed: the Job is never made, and the image never pulled.
+    # No node needed: the slot's Job is never made. A slot before the refusal is in force
+    # (beside the other scenarios it may take a while) does make one, whose image is never
+    # pulled: it stays active, so Allow, else the refused slot would be an overlap skipped.
     job = {"image": "registry.example/app:1"}
-    kubectl.apply(kubernetes_scheduledjob(name, namespace, job, startingDeadlineSeconds=15))
+    kubectl.apply(kubernetes_scheduledjob(name, namespace, job, startingDeadlineSeconds=15,
+                                          concurrencyPolicy="Allow"))  # fmt: skip
     eventually(lambda: kubectl.get("cronjob", name, namespace), what="the CronJob made")
 
     with stack.faults.deny(

@@ -7,7 +7,9 @@ import base64
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,7 +21,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from localstack import LocalStack
 from localstack.relay import Relay
+from shared_timeline import Servers
 from support import (
+    Background,
     Kubectl,
     OperatorProcess,
     TemporalSide,
@@ -61,8 +65,9 @@ def describe_in(
     return temporal.run(call)
 
 
-@pytest.fixture(scope="module")
-def second_temporal_namespace(temporal: TemporalSide) -> str:
+def registered_second_namespace(temporal: TemporalSide) -> str:
+    """SECOND_NAMESPACE, registered on the dev server (once; again is a no-op)."""
+
     async def register() -> None:
         try:
             await temporal.client.workflow_service.register_namespace(
@@ -86,6 +91,53 @@ def second_temporal_namespace(temporal: TemporalSide) -> str:
 
     eventually(lambda: temporal.run(visible), what=f"Temporal namespace {SECOND_NAMESPACE}")
     return SECOND_NAMESPACE
+
+
+@pytest.fixture(scope="module")
+def second_temporal_namespace(temporal: TemporalSide) -> str:
+    return registered_second_namespace(temporal)
+
+
+# The bound each test had alone (pytest's timeout): each step has its own deadline within.
+SCENARIO_SECONDS = 600
+
+
+@contextmanager
+def on_the_timeline(servers: Servers) -> Iterator[dict[str, Callable[[str], None]]]:
+    """The three longest tests' scenarios, by test name, for the shared timeline
+    (tests/shared_timeline.py): each waits on connection refreshes and Temporal's listings,
+    on objects and connections of its own namespace, so their waits overlap the others'."""
+    kubectl, operator, temporal = servers.kubectl, servers.operator, servers.temporal
+    yield {
+        "test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running": partial(
+            a_refused_move, kubectl, operator, temporal, registered_second_namespace(temporal)
+        ),
+        "test_connections_with_real_credentials_and_a_rotated_key": partial(
+            real_credentials, kubectl, operator, temporal, servers.stack
+        ),
+        "test_a_revoked_connection_pauses_the_schedule_until_it_is_admitted_again": partial(
+            a_revoked_connection, kubectl, operator, temporal
+        ),
+    }
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running(
+    scenario: Background,
+) -> None:
+    scenario.join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_connections_with_real_credentials_and_a_rotated_key(scenario: Background) -> None:
+    scenario.join(SCENARIO_SECONDS)
+
+
+@pytest.mark.timeout(SCENARIO_SECONDS + 60)
+def test_a_revoked_connection_pauses_the_schedule_until_it_is_admitted_again(
+    scenario: Background,
+) -> None:
+    scenario.join(SCENARIO_SECONDS)
 
 
 def test_a_cluster_connection_serves_only_the_namespaces_it_admits(
@@ -164,12 +216,12 @@ def test_changing_the_connection_moves_the_schedule_and_leaves_none_behind(
     assert describe_in(temporal, "default", identity) is None
 
 
-def test_a_move_the_new_connection_refuses_leaves_the_old_schedule_running(
+def a_refused_move(
     kubectl: Kubectl,
     operator: OperatorProcess,
     temporal: TemporalSide,
-    namespace: str,
     second_temporal_namespace: str,
+    namespace: str,
 ) -> None:
     """Issue 25.1: the new place must accept the schedule before the old one goes. An
     address that refuses connections, then a Temporal namespace that does not exist: the
@@ -420,7 +472,7 @@ def _reason(kubectl: Kubectl, name: str, namespace: str, reason: str) -> dict[st
     return condition if condition.get("reason") == reason else None
 
 
-def test_connections_with_real_credentials_and_a_rotated_key(
+def real_credentials(
     kubectl: Kubectl,
     operator: OperatorProcess,
     temporal: TemporalSide,
@@ -601,7 +653,7 @@ def _executions(temporal: TemporalSide, schedule_id: str) -> int:
     return temporal.run(call)
 
 
-def test_a_revoked_connection_pauses_the_schedule_until_it_is_admitted_again(
+def a_revoked_connection(
     kubectl: Kubectl, operator: OperatorProcess, temporal: TemporalSide, namespace: str
 ) -> None:
     """Issue 25.6: a connection taken away from an object (its namespace no longer admitted

@@ -1,0 +1,107 @@
+"""One timeline for every scenario that waits on real minute slots, nodes and outages.
+
+A scenario is a test's whole story, run in a thread of its own (support.Background) in a
+namespace of its own. The scenarios of every selected test that asks for the `scenario`
+fixture start together, when the first of those tests runs, so that their waits overlap:
+the real node's five, the container job on temporal's eleven, the failure and pause
+policies' three, the longer Temporal connection tests and a run-now under refused status
+writes take about as long together as the longest alone. Each test joins its own
+scenario, which raises what the scenario found, as if the test had run it.
+
+Those tests run back to back (conftest orders them so), and nothing else runs beside them:
+another test's fault on a shared server (the controller manager stopped, the session's
+operator restarted) would meet them. The scenarios themselves fault only what is their
+own: a namespace's admission policy, their own operator, worker or Temporal relay.
+
+A module puts scenarios on the timeline with a function `on_the_timeline(servers)`: a
+context manager that makes what its scenarios share (an operator or worker of its own),
+yields their makers by test name, and stops what it made once they are over."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from localstack import LocalStack
+from support import Background, Kubectl, OperatorProcess, TemporalSide, scenarios_started
+
+# The longest scenario's bound (the real node's: M1 up to 80 s away, four slots, settling).
+SECONDS = 600
+FIXTURE = "scenario"
+
+Makers = dict[str, Callable[[str], None]]
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The session's servers and clients, as every scenario's maker gets them."""
+
+    stack: LocalStack
+    kubectl: Kubectl
+    operator: OperatorProcess
+    temporal: TemporalSide
+
+
+class OnTheTimeline(Protocol):
+    def __call__(self, servers: Servers) -> contextlib.AbstractContextManager[Makers]: ...
+
+
+def on_the_timeline(items: Iterable[Any]) -> list[Any]:
+    """The tests (pytest items) whose scenario runs on the shared timeline."""
+    return [item for item in items if FIXTURE in getattr(item, "fixturenames", ())]
+
+
+class SharedTimeline:
+    """Starts every selected scenario at the first test's request; when the last of their
+    tests is done, joins them, deletes their namespaces and stops what their modules made,
+    so that none of their objects outlives them into the next tests."""
+
+    def __init__(self, servers: Servers, items: Iterable[Any]) -> None:
+        self.servers = servers
+        tests = on_the_timeline(items)
+        self.selected = [item.name for item in tests]
+        self.modules: list[ModuleType] = list(dict.fromkeys(item.module for item in tests))
+        self.pending = set(self.selected)
+        self.running: dict[str, Background] | None = None
+        self._resources = contextlib.ExitStack()
+
+    def scenario(self, test: str) -> Background:
+        if self.running is None:
+            self.running = self._start()
+        assert test in self.running, (
+            f"{test} asks for a scenario, but its module's on_the_timeline makes none by "
+            f"that name: {sorted(self.running)}"
+        )
+        return self.running[test]
+
+    def _start(self) -> dict[str, Background]:
+        made: Makers = {}
+        for module in self.modules:
+            start: OnTheTimeline = module.on_the_timeline
+            made |= self._resources.enter_context(start(self.servers))
+        selected = {test: made[test] for test in self.selected if test in made}
+        return self._resources.enter_context(
+            scenarios_started(self.servers.kubectl, selected, SECONDS)
+        )
+
+    def done(self, test: str) -> None:
+        self.pending.discard(test)
+        if not self.pending:
+            self.close()
+
+    def close(self) -> None:
+        self._resources.close()
+
+
+def ordered(items: list[Any]) -> None:
+    """The timeline's tests moved together, in their order, to where the first of them is."""
+    tests = on_the_timeline(items)
+    if not tests:
+        return
+    at = items.index(tests[0])
+    moved = {id(item) for item in tests}
+    others = [item for item in items if id(item) not in moved]
+    items[:] = [*others[:at], *tests, *others[at:]]
