@@ -66,11 +66,21 @@ class SharedTimeline:
         self.modules: list[ModuleType] = list(dict.fromkeys(item.module for item in tests))
         self.pending = set(self.selected)
         self.running: dict[str, Background] | None = None
+        self.failed: BaseException | None = None
         self._resources = contextlib.ExitStack()
 
     def scenario(self, test: str) -> Background:
         if self.running is None:
-            self.running = self._start()
+            # Started once: a start that failed fails every test on the timeline, rather
+            # than starting a second operator or worker beside what the first one left.
+            if self.failed is not None:
+                raise AssertionError(f"the shared timeline did not start: {self.failed!r}")
+            try:
+                self.running = self._start()
+            except BaseException as error:
+                self.failed = error
+                self.close()
+                raise
         assert test in self.running, (
             f"{test} asks for a scenario, but its module's on_the_timeline makes none by "
             f"that name: {sorted(self.running)}"

@@ -1,0 +1,54 @@
+"""The shared timeline's bookkeeping (tests/shared_timeline.py), without servers: which
+tests run back to back, and that its start is tried once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType, SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from shared_timeline import Servers, SharedTimeline, ordered
+
+
+def item(name: str, module: Any = None, *, on_it: bool = False) -> SimpleNamespace:
+    fixtures = ["stack", "scenario"] if on_it else ["stack", "namespace"]
+    return SimpleNamespace(name=name, module=module, fixturenames=fixtures)
+
+
+def test_the_timelines_tests_run_together_where_the_first_of_them_was() -> None:
+    items = [item("a"), item("t1", on_it=True), item("b"), item("c"), item("t2", on_it=True),
+             item("t3", on_it=True), item("d")]  # fmt: skip
+    ordered(items)
+    assert [i.name for i in items] == ["a", "t1", "t2", "t3", "b", "c", "d"]
+
+
+def test_without_the_timelines_tests_nothing_moves() -> None:
+    items = [item("a"), item("b")]
+    ordered(items)
+    assert [i.name for i in items] == ["a", "b"]
+
+
+def test_a_start_that_failed_is_not_tried_again() -> None:
+    """A module whose shared part fails to start (its worker, say) fails every test on the
+    timeline, and is not entered a second time beside what the first start left."""
+    entered: list[str] = []
+
+    @contextmanager
+    def on_the_timeline(servers: Servers) -> Iterator[dict[str, Any]]:
+        entered.append("worker")
+        raise RuntimeError("the worker did not start")
+        yield {}
+
+    module = ModuleType("test_with_a_worker")
+    module.on_the_timeline = on_the_timeline  # type: ignore[attr-defined]
+    servers = Servers(*cast(Any, (None, None, None, None)))
+    timeline = SharedTimeline(servers, [item("t1", module, on_it=True),
+                                        item("t2", module, on_it=True)])  # fmt: skip
+    with pytest.raises(RuntimeError, match="did not start"):
+        timeline.scenario("t1")
+    with pytest.raises(AssertionError, match="the shared timeline did not start"):
+        timeline.scenario("t2")
+    assert entered == ["worker"]
