@@ -1,4 +1,4 @@
-"""One timeline for every scenario that waits on real minute slots, nodes and outages.
+"""One timeline for every scenario that waits on real minute slots, runs and refreshes.
 
 A scenario is a test's whole story, run in a thread of its own (support.Background) in a
 namespace of its own. The scenarios of every selected test that asks for the `scenario`
@@ -49,7 +49,7 @@ class OnTheTimeline(Protocol):
     def __call__(self, servers: Servers) -> contextlib.AbstractContextManager[Makers]: ...
 
 
-def on_the_timeline(items: Iterable[Any]) -> list[Any]:
+def timeline_tests(items: Iterable[Any]) -> list[Any]:
     """The tests (pytest items) whose scenario runs on the shared timeline."""
     return [item for item in items if FIXTURE in getattr(item, "fixturenames", ())]
 
@@ -61,7 +61,7 @@ class SharedTimeline:
 
     def __init__(self, servers: Servers, items: Iterable[Any]) -> None:
         self.servers = servers
-        tests = on_the_timeline(items)
+        tests = timeline_tests(items)
         self.selected = [item.name for item in tests]
         self.modules: list[ModuleType] = list(dict.fromkeys(item.module for item in tests))
         self.pending = set(self.selected)
@@ -108,7 +108,7 @@ class SharedTimeline:
 
 def ordered(items: list[Any]) -> None:
     """The timeline's tests moved together, in their order, to where the first of them is."""
-    tests = on_the_timeline(items)
+    tests = timeline_tests(items)
     if not tests:
         return
     at = items.index(tests[0])
