@@ -20,13 +20,21 @@ yields their makers by test name, and stops what it made once they are over."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
 from localstack import LocalStack
-from support import Background, Kubectl, OperatorProcess, TemporalSide, scenarios_started
+from support import (
+    Background,
+    Kubectl,
+    OperatorProcess,
+    TemporalSide,
+    fresh_namespace,
+    namespace_name,
+)
 
 # The longest scenario's bound (the real node's: M1 up to 80 s away, four slots, settling).
 SECONDS = 600
@@ -47,6 +55,17 @@ class Servers:
 
 class OnTheTimeline(Protocol):
     def __call__(self, servers: Servers) -> contextlib.AbstractContextManager[Makers]: ...
+
+
+def named(test: str) -> str:
+    """A scenario's namespace: t- and its test's name, or a parametrized test's case
+    (`test_x[case]`: t-case)."""
+    return namespace_name(test.partition("[")[2].rstrip("]") or test)
+
+
+def joined(running: Iterable[Background]) -> None:
+    for background in running:
+        background.thread.join(SECONDS)
 
 
 def timeline_tests(items: Iterable[Any]) -> list[Any]:
@@ -92,10 +111,17 @@ class SharedTimeline:
         for module in self.modules:
             start: OnTheTimeline = module.on_the_timeline
             made |= self._resources.enter_context(start(self.servers))
-        selected = {test: made[test] for test in self.selected if test in made}
-        return self._resources.enter_context(
-            scenarios_started(self.servers.kubectl, selected, SECONDS)
-        )
+        # Every namespace first, then every scenario at once: they start within
+        # milliseconds of each other, so all pick the same first minute slot.
+        where = {test: self._resources.enter_context(
+                     fresh_namespace(self.servers.kubectl, named(test)))
+                 for test in self.selected if test in made}  # fmt: skip
+        running = {test: Background(functools.partial(made[test], namespace))
+                   for test, namespace in where.items()}  # fmt: skip
+        # On close, before their namespaces go (the stack unwinds in reverse) and before
+        # what their modules made stops: each is joined.
+        self._resources.callback(joined, running.values())
+        return running
 
     def done(self, test: str) -> None:
         self.pending.discard(test)

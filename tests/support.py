@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import random
@@ -144,28 +143,6 @@ class Background:
         assert not self.thread.is_alive(), f"the scenario still runs after {timeout:.0f}s"
         if self.error is not None:
             raise self.error
-
-
-@contextlib.contextmanager
-def scenarios_started(
-    kubectl: Kubectl, made: dict[str, Callable[[str], None]], seconds: float
-) -> Iterator[dict[str, Background]]:
-    """The scenarios (by test name), each in a fresh namespace and a thread of its own,
-    started together so that their waits overlap; each test joins its own. When the block
-    ends they are joined, before their namespaces go. A parametrized test's namespace is
-    named after its case (`test_x[case]`: t-case)."""
-
-    def named(test: str) -> str:
-        return namespace_name(test.partition("[")[2].rstrip("]") or test)
-
-    with contextlib.ExitStack() as namespaces:
-        where = {test: namespaces.enter_context(fresh_namespace(kubectl, named(test)))
-                 for test in made}  # fmt: skip
-        running = {test: Background(functools.partial(made[test], ns))
-                   for test, ns in where.items()}  # fmt: skip
-        yield running
-        for background in running.values():
-            background.thread.join(seconds)
 
 
 class Kubectl:

@@ -3,6 +3,7 @@ tests run back to back, and that its start is tried once."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType, SimpleNamespace
@@ -52,3 +53,51 @@ def test_a_start_that_failed_is_not_tried_again() -> None:
     with pytest.raises(AssertionError, match="the shared timeline did not start"):
         timeline.scenario("t2")
     assert entered == ["worker"]
+
+
+class RecordingKubectl:
+    """Stands in for kubectl where no server is needed: the order of its calls is what
+    these tests judge."""
+
+    def __init__(self, said: list[str]) -> None:
+        self.said = said
+
+    def run(self, *args: str, check: bool = True) -> None:
+        self.said.append(" ".join(args[:3]))
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        return {"kind": kind}
+
+
+def test_namespaces_are_made_before_any_scenario_starts_and_go_after_they_end() -> None:
+    """Every namespace first, then every scenario at once (so all pick the same first
+    slot); at the close each scenario is joined before its namespace goes, and the
+    module's own operator stops last."""
+    said: list[str] = []
+    started = threading.Event()
+
+    def story(namespace: str) -> None:
+        said.append(f"started in {namespace}")
+        started.wait(5)
+        said.append(f"ended in {namespace}")
+
+    @contextmanager
+    def on_the_timeline(servers: Servers) -> Iterator[dict[str, Any]]:
+        yield {"test_one": story, "test_two": story}
+        said.append("its operator stopped")
+
+    module = ModuleType("test_with_an_operator")
+    module.on_the_timeline = on_the_timeline  # type: ignore[attr-defined]
+    servers = Servers(*cast(Any, (None, RecordingKubectl(said), None, None)))
+    timeline = SharedTimeline(servers, [item("test_one", module, on_it=True),
+                                        item("test_two", module, on_it=True)])  # fmt: skip
+    timeline.scenario("test_one")
+    made = said.index("create namespace t-test-two")
+    assert all(said.index(f"started in t-test-{n}") > made for n in ("one", "two")), said
+    started.set()
+    timeline.done("test_one")
+    assert "its operator stopped" not in said, "closed before its last test was done"
+    timeline.done("test_two")
+    for n in ("one", "two"):
+        assert said.index(f"ended in t-test-{n}") < said.index(f"delete namespace t-test-{n}")
+    assert said[-1] == "its operator stopped", said
