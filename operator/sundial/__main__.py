@@ -113,7 +113,15 @@ async def serve(config: OperatorConfig) -> int:
     try:
         if health.elector is not None and not await health.elector.acquire(stopping):
             return 0
-        return await run_kopf(config, health, metrics, stopping, identity)
+        if await run_kopf(config, health, metrics, stopping, identity):
+            # A lost Lease: out now, past the clean-up below, as kube-controller-manager
+            # does (klog.FlushAndExit). asyncio.run would wait for the Lease client's
+            # threads, still retrying through the route that failed (a sharded replica
+            # holds several: 40 s and more seen through a stalled relay), and releasing a
+            # Lease no longer held has nothing to give; the kubelet restarts the Pod.
+            logging.shutdown()
+            os._exit(1)
+        return 0
     finally:
         if health.elector is not None:
             await health.elector.release()
@@ -124,8 +132,9 @@ async def serve(config: OperatorConfig) -> int:
 
 async def run_kopf(
     config: OperatorConfig, health: Health, metrics: Metrics, stopping: asyncio.Event, identity: str
-) -> int:
-    """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease."""
+) -> bool:
+    """kopf until a signal (kopf takes SIGINT/SIGTERM over once it runs) or a lost Lease;
+    whether a Lease (the leader's, or a shard's) was lost."""
     stop_flag = asyncio.Event()
     shard = health.shards = _coordinator(config, identity)
     memo = kopf.Memo(
@@ -160,14 +169,7 @@ async def run_kopf(
         wait.cancel()
     if shard is not None:
         shard.leases.close()
-    if lost:
-        # Out now, as kube-controller-manager does on a lost Lease (klog.FlushAndExit):
-        # asyncio.run would wait for the Lease client's threads, still retrying requests
-        # through the route that failed (a sharded replica holds several: 40 s and more
-        # seen through a stalled relay), and the kubelet restarts the Pod either way.
-        logging.shutdown()
-        os._exit(1)
-    return 0
+    return lost
 
 
 if __name__ == "__main__":
