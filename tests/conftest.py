@@ -138,3 +138,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("local stack", f"did not start: {error}"))
             return
         report.sections.append(("local stack", f"server and operator logs: {stack.log_dir}/*.log"))
+        if shared_timeline.FIXTURE in item.fixturenames:
+            namespace = shared_timeline.named(item.name)
+            lines = shared_timeline.operator_lines(stack.log_dir, namespace)
+            report.sections.append((f"operators on {namespace}", "\n".join(lines) or "nothing"))

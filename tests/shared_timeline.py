@@ -23,6 +23,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -38,6 +39,12 @@ from support import (
 
 # The longest scenario's bound (the real node's: M1 up to 80 s away, four slots, settling).
 SECONDS = 600
+# The default deadline of a scenario's polls, above support.DEADLINE: the timeline's start
+# is the suite's heaviest moment (every scenario's objects reach the operators within a
+# second, while eight operators and workers start beside the servers on two cores), and
+# the first write of an object took over a minute there once in CI where it takes 2-9 s
+# on this machine. A poll that is a promise's bound says its own timeout.
+POLL_SECONDS = 150.0
 FIXTURE = "scenario"
 
 Makers = dict[str, Callable[[str], None]]
@@ -61,6 +68,21 @@ def named(test: str) -> str:
     """A scenario's namespace: t- and its test's name, or a parametrized test's case
     (`test_x[case]`: t-case)."""
     return namespace_name(test.partition("[")[2].rstrip("]") or test)
+
+
+def operator_lines(log_dir: Path, namespace: str, limit: int = 30) -> list[str]:
+    """What the operators logged about a scenario's namespace, last `limit` lines, without
+    each request and handler call: a failed scenario's report carries them, so a run whose
+    logs stay on another machine (CI) still says what the operator was doing."""
+    noise = (" urllib3.", " kopf.objects: Handler ")
+    lines: list[str] = []
+    for log in sorted(log_dir.glob("operator*.log")):
+        with log.open(errors="replace") as text:
+            lines += [f"{log.stem}: {line.rstrip()[:300]}" for line in text
+                      if namespace in line and not any(n in line for n in noise)]  # fmt: skip
+    # Each line begins with its time: across files, in the order they were written.
+    lines.sort(key=lambda line: line.partition(": ")[2][:23])
+    return lines[-limit:]
 
 
 def joined(running: Iterable[Background]) -> None:
@@ -116,7 +138,7 @@ class SharedTimeline:
         where = {test: self._resources.enter_context(
                      fresh_namespace(self.servers.kubectl, named(test)))
                  for test in self.selected if test in made}  # fmt: skip
-        running = {test: Background(functools.partial(made[test], namespace))
+        running = {test: Background(functools.partial(made[test], namespace), POLL_SECONDS)
                    for test, namespace in where.items()}  # fmt: skip
         # On close, before their namespaces go (the stack unwinds in reverse) and before
         # what their modules made stops: each is joined.

@@ -21,7 +21,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import urllib3
 import yaml
+from kubernetes import config as kubernetes_config
+from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import (
     Client,
@@ -93,10 +96,21 @@ def sample(metric: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]
     return (metric, frozenset(labels.items()))
 
 
+# A poll's default deadline in this thread: a scenario on the shared timeline has its own
+# (Background's `deadline`).
+_polls = threading.local()
+
+
+def default_deadline() -> float:
+    return float(getattr(_polls, "deadline", DEADLINE))
+
+
 def eventually(
-    probe: Callable[[], T], timeout: float = DEADLINE, interval: float = 0.5, what: str = ""
+    probe: Callable[[], T], timeout: float | None = None, interval: float = 0.5, what: str = ""
 ) -> T:
-    """Polls until `probe` returns a truthy value without raising AssertionError."""
+    """Polls until `probe` returns a truthy value without raising AssertionError; by
+    default for the thread's deadline (DEADLINE, or its scenario's)."""
+    timeout = default_deadline() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
     while True:
@@ -127,12 +141,14 @@ class Background:
     raised: the scenario's own AssertionError, message and traceback, as if the test had
     run it itself."""
 
-    def __init__(self, scenario: Callable[[], None]) -> None:
+    def __init__(self, scenario: Callable[[], None], deadline: float = DEADLINE) -> None:
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(scenario,), daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(scenario, deadline), daemon=True)
         self.thread.start()
 
-    def _run(self, scenario: Callable[[], None]) -> None:
+    def _run(self, scenario: Callable[[], None], deadline: float) -> None:
+        """`deadline`: the default of the scenario's polls (`eventually`)."""
+        _polls.deadline = deadline
         try:
             scenario()
         except BaseException as error:
@@ -145,10 +161,68 @@ class Background:
             raise self.error
 
 
+# Where `Kubectl.get` and `Kubectl.list` read each kind themselves: (API group path,
+# resource, namespaced). Other kinds go through kubectl.
+READ_PATHS: dict[str, tuple[str, str, bool]] = {
+    "scheduledjob": ("/apis/sundial.dev/v1alpha1", "scheduledjobs", True),
+    "cronjob": ("/apis/batch/v1", "cronjobs", True),
+    "job": ("/apis/batch/v1", "jobs", True),
+    "pod": ("/api/v1", "pods", True),
+    "event": ("/api/v1", "events", True),
+    "lease": ("/apis/coordination.k8s.io/v1", "leases", True),
+    "configmap": ("/api/v1", "configmaps", True),
+    "serviceaccount": ("/api/v1", "serviceaccounts", True),
+    "deployment": ("/apis/apps/v1", "deployments", True),
+    "namespace": ("/api/v1", "namespaces", False),
+}
+READ_PATHS |= {path[1]: path for path in list(READ_PATHS.values())}  # plurals too
+READ_TIMEOUT = 30.0
+
+
 class Kubectl:
+    """kubectl against the stack, and reads (`get`, `list`) over one pooled connection of
+    this kubeconfig's identity: a kubectl process costs about 70 ms of CPU, the same read
+    in process about 1 ms, and the shared timeline's two dozen scenarios each poll every
+    half second, which in kubectl processes alone kept both of a 2-core machine's cores
+    busy and left the operators under test behind."""
+
     def __init__(self, binary: Path, kubeconfig: Path) -> None:
         self.binary = binary
         self.kubeconfig = kubeconfig
+        self._api: ApiClient | None = None
+        self._api_made = threading.Lock()
+
+    def _read(self, path: str, **query: str) -> dict[str, Any] | None:
+        """GET of an API path as this kubeconfig's user: None if not found; any other
+        refusal, or no answer, fails the probe as a failed kubectl would."""
+        with self._api_made:
+            if self._api is None:
+                self._api = kubernetes_config.new_client_from_config(str(self.kubeconfig))
+        method, url, headers, _, _ = self._api.param_serialize(
+            "GET", path, query_params=list(query.items()),
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+        )  # fmt: skip
+        try:
+            answer = self._api.call_api(method, url, headers, _request_timeout=READ_TIMEOUT)
+            answer.read()
+        except urllib3.exceptions.HTTPError as error:
+            raise AssertionError(f"GET {path}: no answer: {error}") from None
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise AssertionError(f"GET {path}: {answer.status} {answer.reason}: {answer.data!r}")
+        data: dict[str, Any] = json.loads(answer.data)
+        return data
+
+    @staticmethod
+    def _path(kind: str, namespace: str | None) -> tuple[str, str] | None:
+        """(collection path, kind) of a kind read here, or None: kubectl reads it."""
+        known = READ_PATHS.get(kind.lower())
+        if known is None:
+            return None
+        group, resource, namespaced = known
+        where = f"/namespaces/{namespace}" if namespaced and namespace else ""
+        return f"{group}{where}/{resource}", resource
 
     def run(
         self, *args: str, stdin: str | None = None, check: bool = True, timeout: float | None = 60
@@ -171,6 +245,9 @@ class Kubectl:
         return self.run("apply", "-f", "-", stdin=text, check=check)
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        path = self._path(kind, namespace)
+        if path is not None:
+            return self._read(f"{path[0]}/{name}")
         result = self.run("get", kind, name, "-n", namespace, "-o", "json", check=False)
         if result.returncode != 0:
             if "NotFound" in result.stderr:
@@ -179,14 +256,29 @@ class Kubectl:
         data: dict[str, Any] = json.loads(result.stdout)
         return data
 
+    def list(
+        self, kind: str, namespace: str | None, *, labels: str = "", fields: str = ""
+    ) -> list[dict[str, Any]]:
+        """The objects of a kind read here (READ_PATHS), in a namespace (None: in all), as
+        `kubectl get -o json` has them: each item with its apiVersion and kind."""
+        path = self._path(kind, namespace)
+        assert path is not None, f"{kind} is not read here: use kubectl"
+        query = {"labelSelector": labels} if labels else {}
+        if fields:
+            query["fieldSelector"] = fields
+        listed = self._read(path[0], **query)
+        assert listed is not None, f"no such collection: {path[0]}"
+        item_kind = str(listed.get("kind", "")).removesuffix("List")
+        items: list[dict[str, Any]] = listed.get("items", [])
+        for item in items:
+            item.setdefault("apiVersion", listed.get("apiVersion"))
+            item.setdefault("kind", item_kind)
+        return items
+
     def events(self, namespace: str, **selector: str) -> list[dict[str, Any]]:
         """Events in a namespace; selector keys use _ for dots (involvedObject_name=...)."""
         fields = ",".join(f"{k.replace('_', '.')}={v}" for k, v in selector.items())
-        args = ["get", "events", "-n", namespace, "-o", "json"]
-        if fields:
-            args += ["--field-selector", fields]
-        items: list[dict[str, Any]] = json.loads(self.run(*args).stdout)["items"]
-        return items
+        return self.list("events", namespace, fields=fields)
 
 
 def install_sundial(kubectl: Kubectl, temporal_address: str) -> None:
@@ -427,10 +519,7 @@ def conditions_of(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def owned_jobs(kubectl: Kubectl, namespace: str, owner: str) -> list[dict[str, Any]]:
     """The Jobs of a ScheduledJob's CronJob (Sundial's label), as the apiserver has them."""
-    listed = kubectl.run("get", "jobs", "-n", namespace, "-l", f"sundial.dev/scheduledjob={owner}",
-                         "-o", "json")  # fmt: skip
-    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
-    return items
+    return kubectl.list("jobs", namespace, labels=f"sundial.dev/scheduledjob={owner}")
 
 
 def kubernetes_scheduledjob(name: str, namespace: str, job: dict[str, Any],
@@ -540,11 +629,43 @@ def lease_holder(kubectl: Kubectl, name: str, namespace: str) -> str:
     return holder
 
 
+class AuditReader:
+    """The audit log's events, each line parsed once: a poll reads only what the apiserver
+    appended since the last one (the log is megabytes by the shared timeline, and parsing
+    all of it on every poll of several scenarios kept a core busy). A file made anew (the
+    session's first, a restarted stack's) is read from its start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: dict[Path, tuple[int, int, list[dict[str, Any]]]] = {}
+
+    def events(self, path: Path) -> list[dict[str, Any]]:
+        with self._lock:
+            try:
+                opened = path.open("rb")
+            except FileNotFoundError:
+                self._read.pop(path, None)
+                return []
+            with opened:
+                inode = os.fstat(opened.fileno()).st_ino
+                known, offset, events = self._read.get(path, (inode, 0, []))
+                if known != inode or os.fstat(opened.fileno()).st_size < offset:
+                    offset, events = 0, []
+                opened.seek(offset)
+                appended = opened.read()
+            # Up to the last whole line: the apiserver may be writing the next one.
+            whole = appended[: appended.rfind(b"\n") + 1]
+            events += [json.loads(line) for line in whole.splitlines() if line.strip()]
+            self._read[path] = (inode, offset + len(whole), events)
+            return list(events)
+
+
+_audit = AuditReader()
+
+
 def audit_events(path: Path) -> list[dict[str, Any]]:
     """The apiserver's audit log (the stack's "writes" policy), oldest first."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return _audit.events(path)
 
 
 def created_jobs(stack: Any, namespace: str) -> list[str]:

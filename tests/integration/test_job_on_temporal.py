@@ -244,8 +244,7 @@ def forged_runs(
 
 
 def job_gone(kubectl: Kubectl, namespace: str, name: str) -> bool:
-    result = kubectl.run("get", "job", "-n", namespace, name, "--ignore-not-found", "-o", "name")
-    return not result.stdout.strip()
+    return kubectl.get("job", name, namespace) is None
 
 
 def ended_by_temporal(
@@ -614,9 +613,8 @@ def overlap_and_deletion(
     kubectl.run("delete", "scheduledjob", "doomed", "-n", namespace, "--wait=false")
     eventually(lambda: job_gone(kubectl, namespace, job["metadata"]["name"]), timeout=90,
                what="the Job garbage-collected with its object")  # fmt: skip
-    eventually(lambda: not kubectl.run("get", "pods", "-n", namespace, "-l",
-                                       f"job-name={job['metadata']['name']}", "-o",
-                                       "name").stdout.strip(),
+    eventually(lambda: not kubectl.list("pods", namespace,
+                                        labels=f"job-name={job['metadata']['name']}"),
                timeout=90, what="its Pods gone")  # fmt: skip
     handle = temporal.client.get_schedule_handle(schedule_id)
 

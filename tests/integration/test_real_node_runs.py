@@ -20,7 +20,6 @@ found (its assertion, with its message), as if the test had run it."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -345,9 +344,7 @@ def job_lifetime(audit: list[dict[str, Any]], namespace: str, name: str) -> floa
 
 
 def pod_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any]:
-    listed = kubectl.run("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
-                         "-o", "json")  # fmt: skip
-    pods: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    pods = kubectl.list("pods", namespace, labels=f"job-name={job_name}")
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
@@ -511,10 +508,9 @@ def iso_time(moment: datetime) -> str:
 
 
 def failed_creates(kubectl: Kubectl, namespace: str, cronjob: str) -> list[str]:
-    listed = kubectl.run("get", "events", "-n", namespace, "-o", "json", "--field-selector",
-                         f"involvedObject.kind=CronJob,involvedObject.name={cronjob},"
-                         "reason=FailedCreate")  # fmt: skip
-    return [str(e.get("message")) for e in json.loads(listed.stdout)["items"]]
+    listed = kubectl.events(namespace, involvedObject_kind="CronJob",
+                            involvedObject_name=cronjob, reason="FailedCreate")  # fmt: skip
+    return [str(e.get("message")) for e in listed]
 
 
 def refused_job_create(stack: LocalStack, kubectl: Kubectl, namespace: str) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
-from shared_timeline import Servers, SharedTimeline, ordered
+from shared_timeline import Servers, SharedTimeline, operator_lines, ordered
 
 
 def item(name: str, module: Any = None, *, on_it: bool = False) -> SimpleNamespace:
@@ -101,3 +102,27 @@ def test_namespaces_are_made_before_any_scenario_starts_and_go_after_they_end() 
     for n in ("one", "two"):
         assert said.index(f"ended in t-test-{n}") < said.index(f"delete namespace t-test-{n}")
     assert said[-1] == "its operator stopped", said
+
+
+def test_a_failed_scenarios_report_has_what_the_operators_logged_about_its_namespace(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "operator.log").write_text(
+        "2026-12-07 12:51:14,477 DEBUG sundial.reconcile: writing status of t-a/ok\n"
+        "2026-12-07 12:51:14,500 DEBUG urllib3.connectionpool: GET .../namespaces/t-a/x\n"
+        "2026-12-07 12:51:14,600 DEBUG kopf.objects: Handler 'scheduledjob_event' t-a\n"
+        "2026-12-07 12:51:16,000 WARNING sundial.workqueue: reconcile of ('t-a', 'ok') failed\n"
+        "2026-12-07 12:51:17,000 INFO sundial.reconcile: t-b/other\n"
+    )
+    (tmp_path / "operator-own.log").write_text(
+        "2026-12-07 12:51:15,000 INFO sundial.backends.temporal.backend: created t-a/mine\n"
+    )
+    (tmp_path / "kube-apiserver.log").write_text("2026-12-07 12:51:15,500 t-a\n")
+
+    lines = operator_lines(tmp_path, "t-a")
+    assert [line.split(" ", 1)[0] for line in lines] == [
+        "operator:", "operator-own:", "operator:"]  # fmt: skip
+    assert "writing status of t-a/ok" in lines[0]
+    assert "created t-a/mine" in lines[1]
+    assert operator_lines(tmp_path, "t-a", limit=1) == lines[-1:]
+    assert operator_lines(tmp_path, "t-c") == []
