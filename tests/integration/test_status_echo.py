@@ -19,7 +19,14 @@ from in_process import operator_graph
 from localstack import LocalStack
 from sundial.kube import KubeClient, load_api_client
 from sundial.workqueue import WorkQueue
-from support import SHARD_LABEL, Kubectl, audit_events, in_shard, kubernetes_scheduledjob
+from support import (
+    SHARD_LABEL,
+    Kubectl,
+    audit_events,
+    eventually,
+    in_shard,
+    kubernetes_scheduledjob,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -107,7 +114,9 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
             reconciler, queue = graph.reconciler, memo.queue
             await created(kubectl, server, memo, namespace)
             await reconciler(key)
-            writes = status_writes(stack, namespace, user)
+            # The apiserver writes its audit log in batches, just after the answer.
+            await asyncio.to_thread(eventually, lambda: status_writes(stack, namespace, user),
+                                    what="the pass's status write in the audit log")  # fmt: skip
             remembered = reconciler.remembered_statuses()
             written = await server.read_scheduledjob(*key)
             assert written is not None
@@ -121,6 +130,8 @@ def test_sundials_own_status_write_coming_back_needs_no_pass_but_an_edit_on_it_d
             requested = await server.read_scheduledjob(*key)
             assert requested is not None
             await event(memo, "MODIFIED", requested)
+            # Every write of this user by now: the one pass's, and no other.
+            writes = status_writes(stack, namespace, user)
             return writes, remembered, remembered_after, quiet - len(queue.added)
 
     try:
