@@ -28,6 +28,7 @@ from support import (
     parse_time,
     ready,
     sj_status,
+    user_written,
 )
 from support import temporal_scheduledjob as temporal_sj
 from temporal_workflows import TASK_QUEUE
@@ -144,10 +145,7 @@ def test_run_now_and_backfill_on_kubernetes_each_once(
 
     # Bad input: a clear error, a non-zero exit, and no change.
     def asked() -> tuple[Any, Any]:
-        """What the plugin writes: the spec and the request annotations (the operator's own
-        writes, status and finalizer, may land meanwhile: resourceVersion is no measure)."""
-        sj = kubectl.get("scheduledjob", "hourly", namespace) or {}
-        return sj.get("spec"), sj["metadata"].get("annotations")
+        return user_written(kubectl.get("scheduledjob", "hourly", namespace) or {})
 
     version = asked()
     for args, says in [
