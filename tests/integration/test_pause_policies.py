@@ -13,7 +13,8 @@ workflow executions, the CronJob as the apiserver holds it, and its audit log.
 - spec.catchUp after a maintenance window over two minute slots, one job per policy on
   each backend: None runs neither slot, Latest the second, All both, the same on both
   (Jobs by the apiserver's listing and audit log, workflows by Temporal's listing); the
-  held slots are not reported missed.
+  held slots are not reported missed. The All pair's operator is down when they are made
+  and over the first slot: the window held it all the same.
 - Bad input is refused at apply time, or by the plugin, with the field named.
 """
 
@@ -66,6 +67,8 @@ pytestmark = pytest.mark.cluster
 SHARD = "pause-policies"
 # The window's scenario's own operator, on the shared timeline beside this module's tests.
 WINDOW_SHARD = "pause-window"
+# The catch-up scenario's All pair: its operator is down until their first slot has passed.
+LATE_SHARD = "pause-late"
 SCENARIO_SECONDS = 420
 FAIL = {"type": "SundialFail", "taskQueue": TASK_QUEUE}
 # Failures, 3 s apart, that trip the temporal job's policy: the connection stalls at the
@@ -75,12 +78,14 @@ PAUSE_AFTER = 5
 
 @contextmanager
 def operator_of_its_own(
-    stack: LocalStack, kubectl: Kubectl, shard: str
+    stack: LocalStack, kubectl: Kubectl, shard: str, *, started: bool = True
 ) -> Iterator[OperatorProcess]:
-    """An operator serving `shard` alone (objects made in_shard), free to be SIGKILLed."""
+    """An operator serving `shard` alone (objects made in_shard), free to be SIGKILLed;
+    not `started`, it is down until the test starts it."""
     operator = faulted_operator(stack, shard, shard, user=f"sundial-{shard}",
                                 schedule_id_prefix=f"{shard}/")  # fmt: skip
-    operator.start()
+    if started:
+        operator.start()
     try:
         yield operator
     finally:
@@ -112,17 +117,21 @@ def started_between(runs: list[Any], start: datetime, end: datetime) -> list[Any
 def on_the_timeline(servers: Servers) -> Iterator[dict[str, Callable[[str], None]]]:
     """The three longer tests' scenarios, by test name, for the shared timeline
     (tests/shared_timeline.py): one on the session's operator, one on an operator of its own
-    (WINDOW_SHARD, SIGKILLed inside its window), one on both backends' plain objects."""
+    (WINDOW_SHARD, SIGKILLed inside its window), one on both backends' plain objects, some
+    served by an operator that is down when they are made (LATE_SHARD)."""
     stack, kubectl, temporal = servers.stack, servers.kubectl, servers.temporal
     temporal.ensure_worker()
-    with operator_of_its_own(stack, kubectl, WINDOW_SHARD) as window_operator:
+    with (
+        operator_of_its_own(stack, kubectl, WINDOW_SHARD) as window_operator,
+        operator_of_its_own(stack, kubectl, LATE_SHARD, started=False) as late_operator,
+    ):
         yield {
             "test_a_failing_temporal_job_is_paused_through_a_stalled_connection_and_resume_lifts_it":
                 partial(failing_temporal_job_paused, stack, kubectl, servers.operator, temporal),
             "test_a_window_by_label_pauses_both_backends_and_ends_by_itself_across_a_sigkill":
                 partial(window_by_label, stack, kubectl, window_operator, temporal),
             "test_after_a_window_each_catch_up_policy_runs_the_same_slots_on_both_backends":
-                partial(catch_up_after_a_window, stack, kubectl, temporal),
+                partial(catch_up_after_a_window, stack, kubectl, late_operator, temporal),
         }  # fmt: skip
 
 
@@ -300,7 +309,9 @@ def window_by_label(
                            and d, what="schedule paused")  # fmt: skip
     assert "db migration" in (described.schedule.state.note or ""), described.schedule.state
     window_start = datetime.now(UTC)
-    status = sj_status(kubectl, "ticks", namespace)
+    # The status follows the schedule's update in the same pass, a moment later.
+    status = eventually(lambda: (s := sj_status(kubectl, "ticks", namespace)).get("pause")
+                        and s, what="ticks' status.pause")  # fmt: skip
     assert status["pause"]["reason"] == "MaintenanceWindow", status
     assert status["lastResult"] == "Suspended", status
     assert not sj_status(kubectl, "others", namespace).get("pause")
@@ -440,14 +451,20 @@ CATCH_UP = ("None", "Latest", "All")
 
 
 def catch_up_after_a_window(
-    stack: LocalStack, kubectl: Kubectl, temporal: TemporalSide, namespace: str
+    stack: LocalStack,
+    kubectl: Kubectl,
+    late_operator: OperatorProcess,
+    temporal: TemporalSide,
+    namespace: str,
 ) -> None:
     """Six jobs at `* * * * *`, one per catchUp policy on each backend, in a maintenance
     window (spec.suspendUntil) over two minute slots that ends 25 s after the second, more
     than the 15 s a slot may be late and still be on time: after it, None runs neither
     slot, Latest the second, All both, on both backends. On kubernetes the controller runs
     the second (the CronJob's deadline), Sundial the first; on temporal Sundial's backfill
-    runs both. Served by the session's operator."""
+    runs both. None and Latest are served by the session's operator; All by an operator
+    that is down when they are made and over the first slot (a window that came with its
+    object holds from the object's creation, not from the operator's first pass)."""
     # The window begins when the objects are made: at least 30 s before its first slot,
     # so that it holds exactly two, `first` and `second`.
     now = datetime.now(UTC)
@@ -460,15 +477,23 @@ def catch_up_after_a_window(
     window = {"suspendUntil": until.isoformat().replace("+00:00", "Z"),
               "suspendNote": "catch-up test"}  # fmt: skip
     job = no_retry_job(stack.images["busybox"], "exit 0")
+    late = partial(in_shard, shard=LATE_SHARD)
     for policy in CATCH_UP:
         catch_up = {"policy": policy}
-        kubectl.apply(kubernetes_scheduledjob(f"k-{policy.lower()}", namespace, job,
-                                              catchUp=catch_up, successfulRunsHistoryLimit=10,
-                                              **window))  # fmt: skip
-        kubectl.apply(temporal_scheduledjob(f"t-{policy.lower()}", namespace,
-                                            schedule="* * * * *", catchUp=catch_up,
-                                            **window))  # fmt: skip
+        served = late if policy == "All" else (lambda manifest: manifest)
+        kubectl.apply(served(kubernetes_scheduledjob(f"k-{policy.lower()}", namespace, job,
+                                                     catchUp=catch_up, **window,
+                                                     successfulRunsHistoryLimit=10)))  # fmt: skip
+        kubectl.apply(served(temporal_scheduledjob(f"t-{policy.lower()}", namespace,
+                                                   schedule="* * * * *", catchUp=catch_up,
+                                                   **window)))  # fmt: skip
     held = {"None": set(), "Latest": {second}, "All": {first, second}}
+    # The All pair's operator comes up after the first slot, well before the second.
+    time.sleep(max((first - datetime.now(UTC)).total_seconds(), 0) + 5)
+    late_operator.start()
+    for name in ("k-all", "t-all"):  # before the second slot: the controller's to run
+        eventually(lambda n=name: sj_status(kubectl, n, namespace).get("pause"), timeout=50,
+                   what=f"{name} held by the late operator")  # fmt: skip
     time.sleep(max((until - datetime.now(UTC)).total_seconds(), 0))
 
     # None last: by then the others' late runs have been made, and None's would have been.

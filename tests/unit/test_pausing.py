@@ -20,11 +20,12 @@ SLOT = NOW - timedelta(minutes=1)
 
 def scheduledjob(
     *, generation: int = 4, annotations: dict[str, str] | None = None,
-    status: dict[str, Any] | None = None, **spec: Any,
+    status: dict[str, Any] | None = None, created: datetime = NOW - timedelta(days=30),
+    **spec: Any,
 ) -> ScheduledJob:  # fmt: skip
     return ScheduledJob.model_validate({
         "metadata": {"name": "invoices", "namespace": "shop", "generation": generation,
-                     "annotations": annotations or {}},
+                     "annotations": annotations or {}, "creationTimestamp": iso(created)},
         "spec": {"schedule": "* * * * *", "job": {"image": "registry.example/a:1"}, **spec},
         "status": status or {},
     })  # fmt: skip
@@ -208,6 +209,23 @@ def test_a_window_keeps_its_start_across_passes() -> None:
     later = pausing.in_force(scheduledjob(suspendUntil=iso(until), status=status),
                              NOW + timedelta(minutes=7)).pause  # fmt: skip
     assert later == first
+
+
+def test_a_window_made_with_the_object_holds_from_its_creation_however_late_the_pass() -> None:
+    """The object came with its window (generation 1): no backend ran a slot between its
+    creation and the operator's first pass, so the window held them, whatever delayed the
+    pass (an operator down, a long queue). A window added later begins at the pass that
+    sees it: until then the backend ran the slots as usual."""
+    created = NOW - timedelta(minutes=3)
+    until = NOW + timedelta(hours=2)
+    new = scheduledjob(generation=1, created=created, suspendUntil=iso(until))
+    pause = pausing.in_force(new, NOW).pause
+    assert pause is not None
+    assert pause.since == created
+    added = scheduledjob(generation=2, created=created, suspendUntil=iso(until))
+    pause = pausing.in_force(added, NOW).pause
+    assert pause is not None
+    assert pause.since == NOW
 
 
 def test_a_window_already_over_has_no_effect_and_ready_says_when_it_ended() -> None:

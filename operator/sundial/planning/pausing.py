@@ -79,6 +79,13 @@ def in_force(sj: ScheduledJob, now: datetime) -> Verdict:
         """When a pause of this kind began: kept while it goes on (one status write)."""
         if previous is not None and previous.reason == reason and previous.since is not None:
             return previous.since
+        created = sj.metadata.creation_timestamp
+        if reason == "MaintenanceWindow" and previous is None and sj.metadata.generation == 1:
+            # The window came with the object: no backend ran a slot between its creation
+            # and this pass, however late the pass (an operator down, a long queue), so the
+            # window held them. A window added later begins here: until this pass the
+            # backend ran its slots as usual.
+            return min(created, now) if created is not None else now
         return now
 
     if spec.suspend:
