@@ -164,8 +164,9 @@ def paused_by_its_failure_policy(stack: LocalStack, kubectl: Kubectl, namespace:
     assert ran.returncode == 0, (ran.stdout, ran.stderr)
     eventually(lambda: not suspended(), timeout=90, interval=2,
                what="the CronJob unsuspended by the run now's success")  # fmt: skip
-    status = sj_status(kubectl, name, namespace)
-    assert "pause" not in status, status
+    # The status follows the CronJob's write in the same pass, a moment later.
+    status = eventually(lambda: (s := sj_status(kubectl, name, namespace)).get("pause") is None
+                        and s, timeout=30, what="status.pause cleared")  # fmt: skip
     recovered = [r for r in status.get("recentRuns", []) if r.get("requested", "")
                  .startswith("RunNow/") and r["result"] == "Succeeded"]  # fmt: skip
     assert recovered, status.get("recentRuns")
@@ -267,12 +268,16 @@ def replace_ttl_forbid_and_deadlines(stack: LocalStack, kubectl: Kubectl, namesp
     # By M4+20s every slot up to M3 is certain (the next slot has passed).
     m3 = m1 + timedelta(minutes=2)
     wait_until(m3 + timedelta(minutes=1, seconds=20))
-    for name in ("replaced", "ttl", "deadline"):
-        current = eventually(
-            lambda n=name: (s := sj_status(kubectl, n, namespace)).get("runAccounting", {})
+
+    def judged_up_to_m3(name: str) -> dict[str, Any]:
+        return eventually(
+            lambda: (s := sj_status(kubectl, name, namespace)).get("runAccounting", {})
             .get("accountedUntil") and parse_time(s["runAccounting"]["accountedUntil"]) >= m3 and s,
             timeout=60, what=f"{name} judged up to M3",
         )  # fmt: skip
+
+    for name in ("replaced", "ttl", "deadline"):
+        current = judged_up_to_m3(name)
         assert current.get("missedRuns", 0) == 0, (name, current)
         assert current.get("skippedRuns", 0) == 0, (name, current)
         assert current.get("recentMissedRuns", []) == [], (name, current)
@@ -298,7 +303,7 @@ def replace_ttl_forbid_and_deadlines(stack: LocalStack, kubectl: Kubectl, namesp
     ]
     covered = {s for s in slots if s not in started and any(a <= s < b for a, b in spans)}
     assert covered, f"an 85 s run covers a later slot: {spans}"
-    current = sj_status(kubectl, "forbid", namespace)
+    current = judged_up_to_m3("forbid")
     skips = [parse_time(r["scheduledTime"]) for r in current.get("recentMissedRuns", [])
              if r["reason"] == "OverlapSkipped"]  # fmt: skip
     skipped = {when for when in skips if when <= m3}
