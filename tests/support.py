@@ -250,9 +250,7 @@ class Kubectl:
         path = self._path(kind, namespace)
         if path is not None:
             found = self._read(f"{path}/{name}")
-            if found is not None:
-                found.get("metadata", {}).pop("managedFields", None)  # as kubectl shows it
-            return found
+            return _as_kubectl_shows(found) if found is not None else None
         result = self.run("get", kind, name, "-n", namespace, "-o", "json", check=False)
         if result.returncode != 0:
             if "NotFound" in result.stderr:
@@ -279,7 +277,7 @@ class Kubectl:
         for item in items:
             item.setdefault("apiVersion", listed.get("apiVersion"))
             item.setdefault("kind", item_kind)
-            item.get("metadata", {}).pop("managedFields", None)
+            _as_kubectl_shows(item)
         return items
 
     def events(self, namespace: str, **selector: str) -> list[dict[str, Any]]:
@@ -522,6 +520,12 @@ def sj_status(kubectl: Kubectl, name: str, namespace: str) -> dict[str, Any]:
 
 def conditions_of(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in status.get("conditions", [])}
+
+
+def _as_kubectl_shows(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without its managedFields, as `kubectl get -o json` shows it."""
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
 
 
 def user_written(obj: dict[str, Any]) -> tuple[Any, Any]:

@@ -85,7 +85,7 @@ def in_force(sj: ScheduledJob, now: datetime) -> Verdict:
             # and this pass, however late the pass (an operator down, a long queue), so the
             # window held them. A window added later begins here: until this pass the
             # backend ran its slots as usual.
-            return min(created, now) if created is not None else now
+            return min(created or now, now)
         return now
 
     if spec.suspend:
